@@ -1,0 +1,61 @@
+// Config -> TOML text, and the --help listing. Both walk the field table.
+#include <fmt/format.h>
+
+#include "config/loader.h"
+#include "config/schema.h"
+
+namespace titan {
+
+std::string to_toml(const Config& config) {
+  Config copy = config;
+  auto fields = config_fields(copy);
+  std::string out = "# Resolved titan-train config: titan-train --config <this file> repeats the run.\n";
+  for (auto& section : config_sections()) {
+    out += fmt::format("\n[{}]\n", section);
+    for (auto& f : fields) {
+      if (f.section != section) continue;
+      if (f.has_value()) {
+        out += fmt::format("{} = {}\n", f.key, f.value_as_toml());
+      } else {
+        out += fmt::format("# {} is unset\n", f.key);
+      }
+    }
+  }
+  return out;
+}
+
+std::string help_text() {
+  Config defaults;
+  auto fields = config_fields(defaults);
+  std::string out =
+      "Usage: titan-train [--config FILE] [--section.key VALUE | --section.key=VALUE ...]\n"
+      "\n"
+      "Trains a Llama 3 model. Values come from the defaults below, then the TOML file, then\n"
+      "the command line (last wins). A bare boolean flag means true.\n"
+      "\n"
+      "Options:\n"
+      "  --config FILE      TOML config file (alias --job.config_file)\n"
+      "  --print-config     print the resolved config as TOML and exit\n"
+      "  --version          print titan-train and libtorch versions and CUDA availability\n"
+      "  --help             print this help\n"
+      "\n"
+      "Exit codes: 0 success, 1 runtime failure, 2 bad config or usage,\n"
+      "            3 a determinism or recompute check failed.\n";
+  for (auto& section : config_sections()) {
+    out += fmt::format("\n[{}]\n", section);
+    for (auto& f : fields) {
+      if (f.section != section) continue;
+      std::string default_text = f.has_value() ? f.value_as_toml() : "unset";
+      out += fmt::format("  --{:<40} {:<8} default: {}\n", f.name(), f.type_name(), default_text);
+      out += fmt::format("      {}\n", f.help);
+      if (!f.choices.empty()) {
+        std::string choices;
+        for (auto& c : f.choices) choices += (choices.empty() ? "" : " | ") + c;
+        out += fmt::format("      one of: {}\n", choices);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace titan

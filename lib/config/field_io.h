@@ -1,0 +1,19 @@
+// Per-field value handling shared by the TOML reader and the CLI parser.
+#pragma once
+
+#include <string>
+
+#include "config/schema.h"
+
+namespace titan {
+
+// Throws ConfigError at `at` when the field's current value breaks its choices or bounds.
+void check_field_value(const FieldSpec& spec, const std::string& at);
+
+// Parses `text` as the field's type and stores it. Throws ConfigError at `at` on a bad value.
+void set_field_from_text(const FieldSpec& spec, const std::string& text, const std::string& at);
+
+// A valid example value for hints: the first choice, or the current value.
+std::string example_value(const FieldSpec& spec);
+
+}  // namespace titan

@@ -1,0 +1,206 @@
+#include "config/schema.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace titan {
+namespace {
+
+template <class T>
+FieldSpec field(const char* section, const char* key, T* target, const char* help) {
+  FieldSpec spec;
+  spec.section = section;
+  spec.key = key;
+  spec.help = help;
+  spec.target = target;
+  return spec;
+}
+
+FieldSpec with_choices(FieldSpec spec, std::vector<std::string> choices) {
+  spec.choices = std::move(choices);
+  return spec;
+}
+
+FieldSpec at_least(FieldSpec spec, double min, std::optional<double> max = std::nullopt) {
+  spec.min = min;
+  spec.max = max;
+  return spec;
+}
+
+FieldSpec above(FieldSpec spec, double min, std::optional<double> max = std::nullopt) {
+  spec.min = min;
+  spec.min_exclusive = true;
+  spec.max = max;
+  return spec;
+}
+
+std::string format_double(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  // fmt's default is the shortest text that reads back to the same double.
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";  // keep it a TOML float
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> config_sections() {
+  return {"job",     "model",      "training",              "optimizer", "lr_scheduler",
+          "metrics", "checkpoint", "activation_checkpoint", "debug"};
+}
+
+std::vector<FieldSpec> config_fields(Config& c) {
+  auto& t = c.training;
+  auto& ac = c.activation_checkpoint;
+  return {
+      field("job", "description", &c.job.description, "Free text describing the run"),
+      field("job", "dump_folder", &c.job.dump_folder,
+            "Folder for config.toml, metrics.jsonl and other outputs of the run"),
+
+      with_choices(field("model", "name", &c.model.name, "Model family"), {"llama3"}),
+      with_choices(field("model", "flavor", &c.model.flavor, "Model size"),
+                   {"tiny", "debugmodel", "1B", "8B", "70B", "405B"}),
+
+      at_least(field("training", "local_batch_size", &t.local_batch_size,
+                     "Sequences per micro-batch on each rank"), 1),
+      field("training", "global_batch_size", &t.global_batch_size,
+            "Sequences per optimizer step over all ranks; -1 means local_batch_size x "
+            "data-parallel degree; larger values accumulate gradients over micro-batches"),
+      at_least(field("training", "seq_len", &t.seq_len, "Tokens per sequence"), 1),
+      at_least(field("training", "steps", &t.steps, "Optimizer steps to train"), 1),
+      above(field("training", "max_norm", &t.max_norm, "Gradient clipping: max total L2 norm"), 0),
+      with_choices(field("training", "dataset", &t.dataset,
+                         "Data source: synthetic (built in, generated from the seed), text (.txt "
+                         "file or folder), jsonl (one {\"text\": ...} object per line), tokens "
+                         "(pre-tokenized .bin shards)"),
+                   {"synthetic", "text", "jsonl", "tokens"}),
+      field("training", "dataset_path", &t.dataset_path,
+            "File or folder for the text, jsonl and tokens datasets"),
+      with_choices(field("training", "dataset_token_dtype", &t.dataset_token_dtype,
+                         "Token width of headerless .bin shards (llm.c headers override it)"),
+                   {"uint16", "uint32"}),
+      with_choices(field("training", "device", &t.device,
+                         "Where to train: auto picks cuda when available, else cpu"),
+                   {"auto", "cpu", "cuda"}),
+      with_choices(field("training", "mixed_precision_param", &t.mixed_precision_param,
+                         "Autocast dtype on CUDA (CPU always trains in float32)"),
+                   {"bfloat16", "float32"}),
+      at_least(field("training", "cpu_threads", &t.cpu_threads,
+                     "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"), 0),
+
+      with_choices(field("optimizer", "name", &c.optimizer.name, "Optimizer"), {"AdamW"}),
+      at_least(field("optimizer", "lr", &c.optimizer.lr, "Peak learning rate"), 0),
+      at_least(field("optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1"), 0, 1),
+      at_least(field("optimizer", "beta2", &c.optimizer.beta2, "AdamW beta2"), 0, 1),
+      above(field("optimizer", "eps", &c.optimizer.eps, "AdamW epsilon"), 0),
+      at_least(field("optimizer", "weight_decay", &c.optimizer.weight_decay,
+                     "Decoupled weight decay"), 0),
+
+      at_least(field("lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
+                     "Steps of linear warmup from lr/warmup_steps to lr"), 0),
+      at_least(field("lr_scheduler", "decay_ratio", &c.lr_scheduler.decay_ratio,
+                     "Fraction of the steps spent decaying at the end; unset: decay right after "
+                     "warmup"), 0, 1),
+      with_choices(field("lr_scheduler", "decay_type", &c.lr_scheduler.decay_type,
+                         "Shape of the decay"),
+                   {"linear", "sqrt", "cosine"}),
+      at_least(field("lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor,
+                     "The decay ends at lr x min_lr_factor"), 0, 1),
+
+      at_least(field("metrics", "log_freq", &c.metrics.log_freq,
+                     "Log metrics at step 1 and every log_freq steps"), 1),
+
+      field("checkpoint", "enable", &c.checkpoint.enable, "Save and resume training checkpoints"),
+      field("checkpoint", "folder", &c.checkpoint.folder,
+            "Checkpoint folder, relative to job.dump_folder"),
+      at_least(field("checkpoint", "interval", &c.checkpoint.interval,
+                     "Save every interval steps"), 1),
+      at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
+                     "Checkpoints to keep; 0 keeps all (1 is not allowed)"), 0),
+      field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
+            "The final save holds the model weights only"),
+      with_choices(field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
+                         "dtype of a model-only final save"),
+                   {"float32", "bfloat16"}),
+      at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
+                     "Step to resume from; -1 means the latest"), -1),
+
+      with_choices(field("activation_checkpoint", "mode", &ac.mode,
+                         "Activation checkpointing of transformer blocks"),
+                   {"none", "full", "selective"}),
+      field("activation_checkpoint", "selective_ac_option", &ac.selective_ac_option,
+            "For selective mode: N checkpoints every Nth block"),
+      field("activation_checkpoint", "preserve_rng_state", &ac.preserve_rng_state,
+            "Replay the forward's RNG state during recompute"),
+      with_choices(field("activation_checkpoint", "determinism_check", &ac.determinism_check,
+                         "Compare recomputation with the forward: default (op metadata), bitwise "
+                         "(also values), none"),
+                   {"default", "bitwise", "none"}),
+      field("activation_checkpoint", "debug", &ac.debug,
+            "On a recompute mismatch, print and save both op traces"),
+
+      field("debug", "seed", &c.debug.seed, "Base RNG seed; unset: drawn at start and logged"),
+      field("debug", "deterministic", &c.debug.deterministic,
+            "Use deterministic algorithms wherever possible (may be slower)"),
+      field("debug", "deterministic_warn_only", &c.debug.deterministic_warn_only,
+            "Warn about ops without a deterministic implementation instead of failing"),
+  };
+}
+
+std::string FieldSpec::type_name() const {
+  struct Visitor {
+    std::string operator()(bool*) const { return "bool"; }
+    std::string operator()(int64_t*) const { return "integer"; }
+    std::string operator()(double*) const { return "float"; }
+    std::string operator()(std::string*) const { return "string"; }
+    std::string operator()(std::optional<int64_t>*) const { return "integer"; }
+    std::string operator()(std::optional<double>*) const { return "float"; }
+  };
+  return std::visit(Visitor{}, target);
+}
+
+bool FieldSpec::has_value() const {
+  if (auto p = std::get_if<std::optional<int64_t>*>(&target)) return (*p)->has_value();
+  if (auto p = std::get_if<std::optional<double>*>(&target)) return (*p)->has_value();
+  return true;
+}
+
+std::string toml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (ch < 0x20 || ch == 0x7f) {
+          out += fmt::format("\\u{:04X}", ch);
+        } else {
+          out += static_cast<char>(ch);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string FieldSpec::value_as_toml() const {
+  struct Visitor {
+    std::string operator()(bool* v) const { return *v ? "true" : "false"; }
+    std::string operator()(int64_t* v) const { return std::to_string(*v); }
+    std::string operator()(double* v) const { return format_double(*v); }
+    std::string operator()(std::string* v) const { return toml_quote(*v); }
+    std::string operator()(std::optional<int64_t>* v) const {
+      return v->has_value() ? std::to_string(**v) : "";
+    }
+    std::string operator()(std::optional<double>* v) const {
+      return v->has_value() ? format_double(**v) : "";
+    }
+  };
+  return std::visit(Visitor{}, target);
+}
+
+}  // namespace titan

@@ -1,0 +1,47 @@
+// The field table: the single description of every config key (section, name, type, help,
+// allowed values, numeric bounds) used by the TOML reader, the CLI parser, --help, --print-config
+// and the validator.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config/config.h"
+
+namespace titan {
+
+using FieldTarget = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
+                                 std::optional<double>*>;
+
+struct FieldSpec {
+  std::string section;
+  std::string key;
+  std::string help;
+  FieldTarget target;                // where the value lives in the Config it was built for
+  std::vector<std::string> choices;  // non-empty: the only allowed string values
+  std::optional<double> min;         // numeric lower bound
+  bool min_exclusive = false;        // true: value must be > min, else >= min
+  std::optional<double> max;         // numeric upper bound (inclusive)
+
+  std::string name() const { return section + "." + key; }
+  // "bool", "integer", "float", "string", "integer (optional)", ...
+  std::string type_name() const;
+  // The value as TOML source text ("true", "8", "0.0008", "\"a\""), or "" for an unset optional.
+  std::string value_as_toml() const;
+  bool has_value() const;
+};
+
+// Every field of `config`, in section order, each pointing into `config`.
+// Requires: `config` outlives the returned specs.
+std::vector<FieldSpec> config_fields(Config& config);
+
+// The section names, in the order they are printed.
+std::vector<std::string> config_sections();
+
+// Quotes and escapes `s` as a TOML basic string.
+std::string toml_quote(const std::string& s);
+
+}  // namespace titan

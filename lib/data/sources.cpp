@@ -1,0 +1,233 @@
+#include "data/sources.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/synthetic_text.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+
+namespace titan {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int32_t kLlmcMagicU16 = 20240520;  // llm.c GPT-2 shards
+constexpr int32_t kLlmcMagicU32 = 20240801;  // llm.c Llama 3 shards
+constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+
+[[noreturn]] void data_error(const std::string& where, const std::string& what,
+                             const std::string& hint = "") {
+  throw ConfigError(where, what, hint);
+}
+
+// The files to read: `path` itself, or the files with `extension` in that folder, sorted.
+std::vector<std::string> list_files(const std::string& path, const std::string& extension) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    data_error("training.dataset_path", fmt::format("{}: {}", path, std::strerror(ENOENT)),
+               "point training.dataset_path at an existing file or folder");
+  }
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (auto& entry : fs::directory_iterator(path)) {
+    if (entry.is_regular_file() && entry.path().extension() == extension) {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    data_error("training.dataset_path", fmt::format("{}: no {} files in this folder", path, extension));
+  }
+  return files;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) data_error(path, fmt::format("cannot read: {}", std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class SyntheticSource : public TokenSource {
+ public:
+  explicit SyntheticSource(uint64_t seed) : text_(seed), seed_(seed) {}
+  uint64_t num_documents() const override { return 0; }
+  std::vector<int32_t> document(uint64_t index) const override {
+    return tokenizer_.encode(text_.document(index));
+  }
+  std::string describe() const override {
+    return fmt::format("synthetic text (built in, seed {})", seed_);
+  }
+
+ private:
+  SyntheticText text_;
+  ByteTokenizer tokenizer_;
+  uint64_t seed_;
+};
+
+class TextDocumentSource : public TokenSource {
+ public:
+  TextDocumentSource(std::vector<std::string> docs, std::string what)
+      : docs_(std::move(docs)), what_(std::move(what)) {}
+  uint64_t num_documents() const override { return docs_.size(); }
+  std::vector<int32_t> document(uint64_t index) const override {
+    return tokenizer_.encode(docs_.at(index));
+  }
+  std::string describe() const override { return fmt::format("{} ({} documents)", what_, docs_.size()); }
+
+ private:
+  std::vector<std::string> docs_;
+  std::string what_;
+  ByteTokenizer tokenizer_;
+};
+
+std::vector<std::string> split_paragraphs(const std::string& text) {
+  std::vector<std::string> docs;
+  std::string current;
+  std::istringstream lines(text);
+  std::string line;
+  auto flush = [&] {
+    if (!current.empty()) docs.push_back(current);
+    current.clear();
+  };
+  while (std::getline(lines, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) {
+      flush();
+    } else {
+      current += current.empty() ? line : "\n" + line;
+    }
+  }
+  flush();
+  return docs;
+}
+
+std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
+  std::vector<std::string> docs;
+  for (auto& file : list_files(path, ".txt")) {
+    for (auto& d : split_paragraphs(read_file(file))) docs.push_back(std::move(d));
+  }
+  if (docs.empty()) data_error(path, "no text found", "the text dataset needs non-empty .txt files");
+  return std::make_unique<TextDocumentSource>(std::move(docs), "text " + path);
+}
+
+std::unique_ptr<TokenSource> make_jsonl_source(const std::string& path) {
+  std::vector<std::string> docs;
+  for (auto& file : list_files(path, ".jsonl")) {
+    std::istringstream lines(read_file(file));
+    std::string line;
+    for (size_t number = 1; std::getline(lines, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        std::string text = json_text_field(line);
+        if (!text.empty()) docs.push_back(std::move(text));
+      } catch (const std::exception& e) {
+        data_error(fmt::format("{}:{}", file, number), e.what(),
+                   "each line must be one JSON object with a string \"text\" field");
+      }
+    }
+  }
+  if (docs.empty()) data_error(path, "no documents found", "lines look like {\"text\": \"...\"}");
+  return std::make_unique<TextDocumentSource>(std::move(docs), "jsonl " + path);
+}
+
+// Pre-tokenized shards, read fully into memory as int32.
+class TokenShardSource : public TokenSource {
+ public:
+  TokenShardSource(std::vector<int32_t> tokens, int64_t window, std::string what)
+      : tokens_(std::move(tokens)), window_(window), what_(std::move(what)) {}
+  uint64_t num_documents() const override { return tokens_.size() / window_; }
+  std::vector<int32_t> document(uint64_t index) const override {
+    auto begin = tokens_.begin() + static_cast<int64_t>(index) * window_;
+    return std::vector<int32_t>(begin, begin + window_);
+  }
+  std::string describe() const override {
+    return fmt::format("{} ({} tokens, {} windows)", what_, tokens_.size(), num_documents());
+  }
+
+ private:
+  std::vector<int32_t> tokens_;
+  int64_t window_;
+  std::string what_;
+};
+
+template <class T>
+void append_tokens(const std::string& bytes, size_t offset, std::vector<int32_t>& out) {
+  size_t count = (bytes.size() - offset) / sizeof(T);
+  for (size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, bytes.data() + offset + i * sizeof(T), sizeof(T));
+    out.push_back(static_cast<int32_t>(v));
+  }
+}
+
+void read_shard(const std::string& file, const std::string& default_dtype, std::vector<int32_t>& out) {
+  std::string bytes = read_file(file);
+  int32_t header[3] = {0, 0, 0};
+  if (bytes.size() >= kLlmcHeaderBytes) std::memcpy(header, bytes.data(), sizeof(header));
+  if (header[0] == kLlmcMagicU16 || header[0] == kLlmcMagicU32) {
+    size_t width = header[0] == kLlmcMagicU16 ? 2 : 4;
+    size_t expected = kLlmcHeaderBytes + static_cast<size_t>(header[2]) * width;
+    if (header[2] < 0 || bytes.size() != expected) {
+      data_error(file, fmt::format("llm.c header says {} tokens, file has {} bytes", header[2],
+                                   bytes.size()));
+    }
+    width == 2 ? append_tokens<uint16_t>(bytes, kLlmcHeaderBytes, out)
+               : append_tokens<uint32_t>(bytes, kLlmcHeaderBytes, out);
+    return;
+  }
+  size_t width = default_dtype == "uint16" ? 2 : 4;
+  if (bytes.size() % width != 0) {
+    data_error(file, fmt::format("size {} is not a multiple of {} bytes ({})", bytes.size(), width,
+                                 default_dtype),
+               "check training.dataset_token_dtype");
+  }
+  width == 2 ? append_tokens<uint16_t>(bytes, 0, out) : append_tokens<uint32_t>(bytes, 0, out);
+}
+
+std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t window,
+                                               int64_t vocab_size) {
+  std::vector<int32_t> tokens;
+  auto files = list_files(t.dataset_path, ".bin");
+  for (auto& file : files) {
+    size_t before = tokens.size();
+    read_shard(file, t.dataset_token_dtype, tokens);
+    auto worst = std::max_element(tokens.begin() + before, tokens.end());
+    if (worst != tokens.end() && (*worst < 0 || *worst >= vocab_size)) {
+      data_error(file, fmt::format("token id {} at position {} is outside the model vocabulary ({})",
+                                   *worst, worst - tokens.begin() - before, vocab_size),
+                 "pick a model flavor whose vocab_size covers the tokenizer that wrote the shards");
+    }
+  }
+  if (tokens.size() < static_cast<size_t>(window)) {
+    data_error(t.dataset_path, fmt::format("{} tokens is less than one window of {} (seq_len + 1)",
+                                           tokens.size(), window));
+  }
+  return std::make_unique<TokenShardSource>(std::move(tokens), window,
+                                            fmt::format("tokens {} ({} shards)", t.dataset_path, files.size()));
+}
+
+}  // namespace
+
+std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
+                                               int64_t window, int64_t vocab_size) {
+  if (training.dataset == "tokens") return make_shard_source(training, window, vocab_size);
+  if (vocab_size < ByteTokenizer::kVocabSize) {
+    throw ConfigError("model.flavor",
+                      fmt::format("the model's vocab_size {} is smaller than the byte tokenizer's "
+                                  "vocabulary ({})",
+                                  vocab_size, ByteTokenizer::kVocabSize),
+                      "pick a flavor with a larger vocabulary (debugmodel has 2048)");
+  }
+  if (training.dataset == "synthetic") return std::make_unique<SyntheticSource>(seed);
+  if (training.dataset == "text") return make_text_source(training.dataset_path);
+  return make_jsonl_source(training.dataset_path);
+}
+
+}  // namespace titan

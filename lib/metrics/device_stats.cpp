@@ -1,0 +1,93 @@
+#include "metrics/device_stats.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#ifdef TITAN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace titan {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double total_ram_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
+double measure_cpu_matmul_flops() {
+  const int64_t n = 1024;
+  auto a = at::randn({n, n}), b = at::randn({n, n});
+  at::mm(a, b);  // warm up BLAS threads and caches
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto start = std::chrono::steady_clock::now();
+    at::mm(a, b);
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    best = std::max(best, 2.0 * n * n * n / took.count());
+  }
+  return best;
+}
+
+}  // namespace
+
+MemoryReading read_and_reset_peak_memory(const c10::Device& device) {
+#ifdef TITAN_WITH_CUDA
+  if (device.is_cuda()) {
+    const int index = device.has_index() ? device.index() : 0;
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    double reserved = static_cast<double>(stats.reserved_bytes[0].peak);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+    double total = static_cast<double>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+    return {reserved / kGiB, 100.0 * reserved / total};
+  }
+#endif
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
+  return {rss / kGiB, 100.0 * rss / total_ram_bytes()};
+}
+
+double flops_per_token(const ModelArgs& args, int64_t seq_len) {
+  double non_embedding = static_cast<double>(args.num_params() - args.num_embedding_params());
+  return 6.0 * non_embedding +
+         12.0 * args.n_layers * args.n_heads * args.head_dim() * static_cast<double>(seq_len);
+}
+
+double peak_flops(const c10::Device& device) {
+#ifdef TITAN_WITH_CUDA
+  if (device.is_cuda()) {
+    // bf16 dense peaks, the values torchtitan uses.
+    const std::vector<std::pair<std::string, double>> table = {
+        {"H200", 989e12}, {"H100 NVL", 835e12}, {"H100 PCIe", 756e12}, {"H100", 989e12},
+        {"H20", 148e12},  {"B200", 2.25e15},    {"A100", 312e12},      {"L40S", 362e12}};
+    std::string name = device_name(device);
+    for (auto& [key, value] : table) {
+      if (name.find(key) != std::string::npos) return value;
+    }
+    return 312e12;
+  }
+#endif
+  return measure_cpu_matmul_flops();
+}
+
+std::string device_name(const c10::Device& device) {
+#ifdef TITAN_WITH_CUDA
+  if (device.is_cuda()) {
+    return at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0)->name;
+  }
+#endif
+  return fmt::format("cpu ({} cores)", std::thread::hardware_concurrency());
+}
+
+}  // namespace titan

@@ -1,0 +1,31 @@
+// Device facts for metrics: peak memory, capacity, FLOPs per token and peak FLOP/s.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+#include "model/model_args.h"
+
+namespace titan {
+
+struct MemoryReading {
+  double peak_gib = 0;  // CPU: peak RSS of the process; CUDA: max reserved since the last reset
+  double pct = 0;       // of the machine's RAM or the GPU's memory
+};
+
+// Reads the peak and, on CUDA, resets it so each log interval reports its own peak.
+MemoryReading read_and_reset_peak_memory(const c10::Device& device);
+
+// torchtitan's count: 6 x (params - embedding params) + 12 x layers x heads x head_dim x seq_len.
+double flops_per_token(const ModelArgs& args, int64_t seq_len);
+
+// Peak FLOP/s: on CUDA from a table of bf16 dense peaks by device name (A100 when unknown);
+// on CPU measured with a short float32 matmul.
+double peak_flops(const c10::Device& device);
+
+// The device's name for logs: "cpu (N cores)" or the GPU name.
+std::string device_name(const c10::Device& device);
+
+}  // namespace titan

@@ -1,0 +1,51 @@
+#include "metrics/metrics.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+// JSON has no NaN/inf: write them as strings so the line stays valid.
+std::string json_number(double v) {
+  if (std::isfinite(v)) return fmt::format("{}", v);
+  return fmt::format("\"{}\"", v);
+}
+
+}  // namespace
+
+std::string format_console_line(const StepMetrics& m) {
+  return fmt::format(
+      "step: {:2}  loss: {:8.5f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {}  "
+      "tflops: {:.2f}  mfu: {:.2f}%  lr: {:.4e}",
+      m.step, m.loss, m.grad_norm, m.memory_gib, m.memory_pct,
+      with_thousands(std::llround(m.tps)), m.tflops, m.mfu_pct, m.lr);
+}
+
+std::string format_json_line(const StepMetrics& m) {
+  return fmt::format(
+      "{{\"step\": {}, \"loss\": {}, \"grad_norm\": {}, \"lr\": {}, \"tokens_seen\": {}, "
+      "\"memory_gib\": {}, \"memory_pct\": {}, \"tps\": {}, \"tflops\": {}, \"mfu_pct\": {}, "
+      "\"step_time_s\": {}}}",
+      m.step, json_number(m.loss), json_number(m.grad_norm), json_number(m.lr), m.tokens_seen,
+      json_number(m.memory_gib), json_number(m.memory_pct), json_number(m.tps),
+      json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s));
+}
+
+JsonlWriter::JsonlWriter(const std::string& path) : out_(path, std::ios::trunc), path_(path) {
+  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+}
+
+void JsonlWriter::write(const StepMetrics& m) {
+  out_ << format_json_line(m) << '\n';
+  out_.flush();
+  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+}
+
+}  // namespace titan

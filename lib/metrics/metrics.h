@@ -1,0 +1,44 @@
+// What a logged step reports, and where it goes: the console line (torchtitan's format) and
+// <dump_folder>/metrics.jsonl (one JSON object per logged step, full precision).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace titan {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+  int64_t tokens_seen = 0;
+  double memory_gib = 0;  // peak RSS on CPU, max reserved on CUDA, since the last log
+  double memory_pct = 0;  // of the device's (or machine's) total
+  double tps = 0;         // tokens per second per device since the last log
+  double tflops = 0;
+  double mfu_pct = 0;
+  double step_time_s = 0;  // mean seconds per step since the last log
+};
+
+// "step:  1  loss:  8.12345  grad_norm:  1.2345  memory:  1.21GiB(0.86%)  tps: 5,756  tflops:
+// 0.41  mfu: 0.04%  lr: 8.0000e-04" on one line.
+std::string format_console_line(const StepMetrics& m);
+
+// One JSON object, every number at full (round-trip) precision.
+std::string format_json_line(const StepMetrics& m);
+
+// Appends lines to a file, flushing each: a crash never leaves a partial object behind the
+// last complete line other than one being written.
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path);  // truncates; throws RuntimeFailure
+  void write(const StepMetrics& m);
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+}  // namespace titan

@@ -1,0 +1,91 @@
+#include "model/causal_attention.h"
+
+#include <torch/autograd.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <limits>
+
+namespace titan {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Additive mask for query rows [start, end) against keys [0, end): 0 where key <= query, -inf
+// elsewhere. Only the last `end - start` key columns can be masked.
+at::Tensor block_mask(int64_t start, int64_t end, const at::TensorOptions& options) {
+  auto rows = at::arange(start, end, options.dtype(at::kLong)).unsqueeze(1);  // (L, 1)
+  auto cols = at::arange(0, end, options.dtype(at::kLong)).unsqueeze(0);      // (1, end)
+  auto mask = at::zeros({end - start, end}, options);
+  return mask.masked_fill_(cols > rows, -std::numeric_limits<float>::infinity());
+}
+
+struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAttention> {
+  static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
+                               int64_t block) {
+    const auto B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto q3 = q.reshape({B * H, T, D});  // (BH, T, D)
+    auto k3 = k.reshape({B * H, T, D});
+    auto v3 = v.reshape({B * H, T, D});
+    auto out = at::empty_like(q3);
+    variable_list saved = {q3, k3, v3};
+    for (int64_t start = 0; start < T; start += block) {
+      const int64_t end = std::min(T, start + block);
+      auto mask = block_mask(start, end, q.options());                              // (L, end)
+      auto kt = k3.narrow(1, 0, end).transpose(1, 2);                               // (BH, D, end)
+      auto probs = at::baddbmm(mask, q3.narrow(1, start, end - start), kt, 1.0, scale);  // (BH, L, end)
+      at::_softmax_out(probs, probs, -1, false);
+      out.narrow(1, start, end - start).copy_(at::bmm(probs, v3.narrow(1, 0, end)));
+      saved.push_back(probs);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["shape"] = q.sizes().vec();
+    return {out.view(q.sizes())};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    auto q3 = saved[0], k3 = saved[1], v3 = saved[2];
+    const int64_t block = ctx->saved_data["block"].toInt();
+    auto shape = ctx->saved_data["shape"].toIntVector();
+    const auto T = q3.size(1), D = q3.size(2);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto grad_out = grad_outputs[0].reshape(q3.sizes()).contiguous();  // (BH, T, D)
+    auto dq = at::empty_like(q3);
+    auto dk = at::zeros_like(k3);
+    auto dv = at::zeros_like(v3);
+    size_t index = 3;
+    for (int64_t start = 0; start < T; start += block, ++index) {
+      const int64_t end = std::min(T, start + block), len = end - start;
+      const auto& probs = saved[index];                        // (BH, L, end)
+      auto go = grad_out.narrow(1, start, len);                // (BH, L, D)
+      dv.narrow(1, 0, end).baddbmm_(probs.transpose(1, 2), go);
+      auto dprobs = at::bmm(go, v3.narrow(1, 0, end).transpose(1, 2));  // (BH, L, end)
+      auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+      dq.narrow(1, start, len).copy_(at::bmm(dscores, k3.narrow(1, 0, end)).mul_(scale));
+      dk.narrow(1, 0, end).baddbmm_(dscores.transpose(1, 2), q3.narrow(1, start, len), 1.0, scale);
+    }
+    return {dq.view(shape), dk.view(shape), dv.view(shape), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    int64_t block) {
+  return BlockedCausalAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), block)[0];
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true);
+#else
+  return blocked_causal_attention(q, k, v);
+#endif
+}
+
+}  // namespace titan

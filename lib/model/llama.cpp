@@ -1,0 +1,182 @@
+#include "model/llama.h"
+
+#include <torch/nn/functional/activation.h>
+
+#include <cmath>
+
+#include "model/causal_attention.h"
+
+namespace titan {
+
+// ---- RMSNorm ---------------------------------------------------------------------------------
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  auto xf = x.to(at::kFloat);
+  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+// ---- RoPE ------------------------------------------------------------------------------------
+
+at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double theta,
+                                const RopeScaling& s) {
+  // Computed in float32 like torchtitan, then scaled per frequency in double.
+  auto exponents = at::arange(0, head_dim, 2, at::kLong).slice(0, 0, head_dim / 2).to(at::kFloat) /
+                   static_cast<float>(head_dim);
+  auto freqs = 1.0 / at::pow(theta, exponents).to(at::kFloat);  // (E/2,)
+  if (s.enabled) {
+    auto acc = freqs.accessor<float, 1>();
+    const double low_wavelen = s.original_max_position / s.low_freq_factor;
+    const double high_wavelen = s.original_max_position / s.high_freq_factor;
+    for (int64_t i = 0; i < freqs.size(0); ++i) {
+      const double freq = acc[i];
+      const double wavelen = 2 * M_PI / freq;
+      double scaled = freq;
+      if (wavelen > low_wavelen) {
+        scaled = freq / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        scaled = (1 - smooth) * freq / s.factor + smooth * freq;
+      }
+      acc[i] = static_cast<float>(scaled);
+    }
+  }
+  auto t = at::arange(max_seq_len, at::kFloat);
+  auto angles = at::outer(t, freqs).to(at::kFloat);  // (T, E/2)
+  return at::polar(at::ones_like(angles), angles);  // complex64
+}
+
+at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis) {
+  const auto B = x.size(0), T = x.size(1), H = x.size(2), E = x.size(3);
+  auto xc = at::view_as_complex(x.to(at::kFloat).reshape({B, T, H, E / 2, 2}));  // (B, T, H, E/2)
+  auto rotated = xc * freqs_cis.slice(0, 0, T).view({1, T, 1, E / 2});
+  return at::view_as_real(rotated).flatten(3).to(x.scalar_type());  // (B, T, H, E)
+}
+
+at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto B = x.size(0), T = x.size(1), K = x.size(2), E = x.size(3);
+  return x.unsqueeze(3).expand({B, T, K, n_rep, E}).reshape({B, T, K * n_rep, E});
+}
+
+// ---- Attention, FeedForward, block -------------------------------------------------------------
+
+namespace {
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+}  // namespace
+
+AttentionImpl::AttentionImpl(const ModelArgs& args)
+    : n_heads_(args.n_heads), n_kv_heads_(args.kv_heads()), head_dim_(args.head_dim()) {
+  wq = register_module("wq", linear(args.dim, n_heads_ * head_dim_));
+  wk = register_module("wk", linear(args.dim, n_kv_heads_ * head_dim_));
+  wv = register_module("wv", linear(args.dim, n_kv_heads_ * head_dim_));
+  wo = register_module("wo", linear(n_heads_ * head_dim_, args.dim));
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_cis) {
+  const auto B = x.size(0), T = x.size(1);
+  auto q = wq(x).view({B, T, n_heads_, head_dim_});     // (B, T, H, E)
+  auto k = wk(x).view({B, T, n_kv_heads_, head_dim_});  // (B, T, K, E)
+  auto v = wv(x).view({B, T, n_kv_heads_, head_dim_});
+  q = apply_rotary_emb(q, freqs_cis);
+  k = apply_rotary_emb(k, freqs_cis);
+  const int64_t n_rep = n_heads_ / n_kv_heads_;
+  k = repeat_kv(k, n_rep);
+  v = repeat_kv(v, n_rep);
+  auto out = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
+  return wo(out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+}
+
+FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim) {
+  w1 = register_module("w1", linear(dim, hidden_dim));
+  w2 = register_module("w2", linear(hidden_dim, dim));
+  w3 = register_module("w3", linear(dim, hidden_dim));
+}
+
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
+  return w2(at::silu(w1(x)) * w3(x));
+}
+
+TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
+    : layer_id_(layer_id) {
+  attention = register_module("attention", Attention(args));
+  feed_forward = register_module("feed_forward", FeedForward(args.dim, args.ffn_hidden_dim()));
+  attention_norm = register_module("attention_norm", RMSNorm(args.dim, args.norm_eps));
+  ffn_norm = register_module("ffn_norm", RMSNorm(args.dim, args.norm_eps));
+}
+
+at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const at::Tensor& freqs_cis) {
+  auto h = x + attention(attention_norm(x), freqs_cis);
+  return h + feed_forward(ffn_norm(h));
+}
+
+void TransformerBlockImpl::init_weights(double weight_init_std) {
+  torch::NoGradGuard no_grad;
+  for (auto* w : {&attention->wq->weight, &attention->wk->weight, &attention->wv->weight,
+                  &feed_forward->w1->weight}) {
+    trunc_normal_(*w, 0.0, 0.02, -2.0, 2.0);
+  }
+  for (auto* w : {&attention->wo->weight, &feed_forward->w2->weight, &feed_forward->w3->weight}) {
+    trunc_normal_(*w, 0.0, weight_init_std, -2.0, 2.0);
+  }
+  attention_norm->weight.fill_(1.0);
+  ffn_norm->weight.fill_(1.0);
+}
+
+// ---- Transformer -----------------------------------------------------------------------------
+
+TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
+  tok_embeddings = register_module("tok_embeddings", torch::nn::Embedding(args.vocab_size, args.dim));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
+  norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
+  output = register_module("output", linear(args.dim, args.vocab_size));
+  freqs_cis_ = register_buffer(
+      "freqs_cis", precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta,
+                                        args.rope_scaling));
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
+  TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
+              " exceeds the RoPE table (", args_.max_seq_len, ")");
+  auto h = tok_embeddings(tokens);  // (B, T, D)
+  for (const auto& layer : *layers) {
+    h = layer->as<TransformerBlock>()->forward(h, freqs_cis_);
+  }
+  return output(norm(h));  // (B, T, V)
+}
+
+void TransformerImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  tok_embeddings->weight.normal_(0.0, 1.0);
+  for (const auto& layer : *layers) {
+    auto* block = layer->as<TransformerBlock>();
+    double std = args_.depth_init ? 0.02 / std::sqrt(2.0 * (block->layer_id() + 1))
+                                  : 0.02 / std::sqrt(2.0 * args_.n_layers);
+    block->init_weights(std);
+  }
+  norm->weight.fill_(1.0);
+  const double final_std = 1.0 / std::sqrt(static_cast<double>(args_.dim));
+  trunc_normal_(output->weight, 0.0, final_std, -3 * final_std, 3 * final_std);
+}
+
+void trunc_normal_(at::Tensor& tensor, double mean, double std, double a, double b) {
+  // Inverse-CDF sampling, the same method as torch.nn.init.trunc_normal_.
+  auto norm_cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double lo = norm_cdf((a - mean) / std), hi = norm_cdf((b - mean) / std);
+  torch::NoGradGuard no_grad;
+  tensor.uniform_(2 * lo - 1, 2 * hi - 1);
+  tensor.erfinv_();
+  tensor.mul_(std * std::sqrt(2.0));
+  tensor.add_(mean);
+  tensor.clamp_(a, b);
+}
+
+}  // namespace titan

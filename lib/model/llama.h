@@ -1,0 +1,97 @@
+// Llama 3 as torchtitan builds it, as libtorch modules.
+//
+// Shapes: B batch, T sequence, D dim, H heads, K kv heads, E head_dim, V vocab.
+// Parameter names match torchtitan's: tok_embeddings.weight, layers.0.attention.wq.weight, ...,
+// layers.0.feed_forward.w1.weight, layers.0.attention_norm.weight, norm.weight, output.weight.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/model_args.h"
+
+namespace titan {
+
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  at::Tensor forward(const at::Tensor& x);  // (..., D) -> (..., D)
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// Rotary embedding table (complex, (T, E/2)) with Llama 3.1 frequency scaling.
+at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double theta,
+                                const RopeScaling& scaling);
+
+// Rotates interleaved pairs (2i, 2i+1) of x: (B, T, H, E) by freqs_cis: (T, E/2) complex.
+at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis);
+
+// (B, T, K, E) -> (B, T, K * n_rep, E); kv head j serves query heads j*n_rep ... j*n_rep+n_rep-1.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const ModelArgs& args);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& freqs_cis);  // (B, T, D) -> (B, T, D)
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+
+ private:
+  int64_t n_heads_, n_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Attention);
+
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  FeedForwardImpl(int64_t dim, int64_t hidden_dim);
+  at::Tensor forward(const at::Tensor& x);  // w2(silu(w1(x)) * w3(x))
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  TransformerBlockImpl(int64_t layer_id, const ModelArgs& args);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& freqs_cis);  // (B, T, D)
+  // torchtitan's init; `weight_init_std` is the std of wo, w2 and w3.
+  void init_weights(double weight_init_std);
+  int64_t layer_id() const { return layer_id_; }
+  Attention attention{nullptr};
+  FeedForward feed_forward{nullptr};
+  RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
+
+ private:
+  int64_t layer_id_;
+};
+TORCH_MODULE(TransformerBlock);
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelArgs& args);
+  // tokens: (B, T) int64 -> logits (B, T, V). Requires T <= args.max_seq_len.
+  at::Tensor forward(const at::Tensor& tokens);
+  // torchtitan's init, drawing from the default generator of the parameters' device.
+  void init_weights();
+  const ModelArgs& args() const { return args_; }
+
+  torch::nn::Embedding tok_embeddings{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+  torch::nn::Linear output{nullptr};
+
+ private:
+  ModelArgs args_;
+  at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
+};
+TORCH_MODULE(Transformer);
+
+// torch.nn.init.trunc_normal_: normal(mean, std) truncated to the absolute range [a, b].
+void trunc_normal_(at::Tensor& tensor, double mean, double std, double a, double b);
+
+}  // namespace titan

@@ -1,0 +1,47 @@
+// Llama 3 shapes: the flavors torchtitan defines, plus a tiny one for tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace titan {
+
+struct RopeScaling {
+  bool enabled = true;  // Llama 3.1 frequency scaling, applied by torchtitan for every flavor
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position = 8192.0;
+};
+
+struct ModelArgs {
+  int64_t dim = 4096;
+  int64_t n_layers = 32;
+  int64_t n_heads = 32;
+  std::optional<int64_t> n_kv_heads;  // unset: n_heads (no GQA)
+  int64_t vocab_size = 128256;
+  int64_t multiple_of = 256;
+  std::optional<double> ffn_dim_multiplier;
+  double norm_eps = 1e-5;
+  double rope_theta = 500000.0;
+  RopeScaling rope_scaling;
+  int64_t max_seq_len = 2048;  // RoPE table length; the trainer sets it to training.seq_len
+  bool depth_init = true;      // wo/w2/w3 std shrinks with the layer index
+
+  int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
+  int64_t head_dim() const { return dim / n_heads; }
+  // SwiGLU hidden size: int(2 * 4 * dim / 3), times ffn_dim_multiplier, rounded up to multiple_of.
+  int64_t ffn_hidden_dim() const;
+  // Parameters of the model these args build (embedding and output included).
+  int64_t num_params() const;
+  int64_t num_embedding_params() const { return vocab_size * dim; }
+};
+
+// The args of a named flavor. Throws std::invalid_argument for an unknown name.
+ModelArgs model_args_for_flavor(const std::string& flavor);
+
+std::vector<std::string> model_flavors();
+
+}  // namespace titan

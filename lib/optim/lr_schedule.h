@@ -1,0 +1,32 @@
+// Warmup-stable-decay learning-rate schedule, the same factors torchtitan's gives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+
+namespace titan {
+
+class LRSchedule {
+ public:
+  // Requires training_steps >= 1. As torchtitan: warmup is clamped to the steps; decay covers
+  // round(steps * decay_ratio) steps (all steps after warmup when decay_ratio is unset), clamped
+  // so warmup + decay <= steps; the stable phase gets one virtual extra step so the LR never
+  // reaches zero.
+  LRSchedule(const LRSchedulerConfig& config, int64_t training_steps);
+
+  // Multiplier of the peak LR for 1-based training step `step` (scheduler step step - 1).
+  double factor(int64_t step) const;
+
+  int64_t warmup_steps() const { return warmup_; }
+  int64_t stable_steps() const { return stable_; }
+  int64_t decay_steps() const { return decay_; }
+
+ private:
+  int64_t warmup_, stable_, decay_;
+  std::string decay_type_;
+  double min_lr_factor_;
+};
+
+}  // namespace titan

@@ -1,0 +1,186 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <ostream>
+
+#include "config/loader.h"
+#include "metrics/device_stats.h"
+#include "train/autocast.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ModelArgs model_args_for(const Config& config) {
+  ModelArgs args = model_args_for_flavor(config.model.flavor);
+  args.max_seq_len = config.training.seq_len;
+  return args;
+}
+
+void prepare_dump_folder(const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    throw ConfigError("job.dump_folder", fmt::format("cannot create {}: {}", folder, ec.message()),
+                      "choose a writable folder");
+  }
+}
+
+}  // namespace
+
+c10::Device resolve_device(const std::string& name) {
+  bool cuda = torch::cuda::is_available();
+  if (name == "cuda" && !cuda) {
+    throw ConfigError("training.device", "\"cuda\" was requested but CUDA is not available",
+                      "use device = \"cpu\" or \"auto\", or a CUDA build of libtorch on a GPU machine");
+  }
+  if (name == "cuda" || (name == "auto" && cuda)) return c10::Device(c10::kCUDA, 0);
+  return c10::Device(c10::kCPU);
+}
+
+Trainer::Trainer(const Config& config, std::ostream& log)
+    : config_(config),
+      log_(log),
+      settings_(apply_runtime_settings(config)),
+      device_(resolve_device(config.training.device)),
+      args_(model_args_for(config)),
+      schedule_(config.lr_scheduler, config.training.steps) {
+  const auto& t = config_.training;
+  const int64_t data_parallel = 1;
+  const int64_t global = t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
+  grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
+
+  source_ = make_token_source(t, settings_.seed, t.seq_len + 1, args_.vocab_size);
+  loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len);
+
+  config_.debug.seed = static_cast<int64_t>(settings_.seed);  // config.toml repeats this run
+  prepare_dump_folder(config_.job.dump_folder);
+  write_file_atomically(config_.job.dump_folder + "/config.toml", to_toml(config_));
+  jsonl_ = std::make_unique<JsonlWriter>(config_.job.dump_folder + "/metrics.jsonl");
+
+  model_ = Transformer(args_);
+  model_->to(device_);
+  model_->init_weights();
+  model_->train();
+  params_ = model_->parameters();
+  optimizer_ = build_optimizer(params_, config_.optimizer);
+  flops_per_token_ = flops_per_token(args_, t.seq_len);
+  peak_flops_ = peak_flops(device_);
+  log_start();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::log_start() const {
+  const auto& t = config_.training;
+  const int64_t tokens_per_step = grad_accum_steps_ * t.local_batch_size * t.seq_len;
+  bool autocast = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
+  log_ << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
+  log_ << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config_.model.name,
+                      config_.model.flavor, with_thousands(args_.num_params()),
+                      with_thousands(args_.num_params() - args_.num_embedding_params()));
+  log_ << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(device_),
+                      settings_.cpu_threads, autocast ? "bf16 autocast" : "float32",
+                      settings_.seed, settings_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  log_ << fmt::format("[titan] data: {}\n", source_->describe());
+  log_ << fmt::format(
+      "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches), "
+      "warmup {} steps, peak lr {}\n",
+      t.steps, with_thousands(tokens_per_step), t.local_batch_size, t.seq_len, grad_accum_steps_,
+      schedule_.warmup_steps(), config_.optimizer.lr);
+  log_ << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
+                      flops_per_token_, peak_flops_ / 1e9, device_.is_cpu() ? " (measured sgemm)" : "",
+                      config_.job.dump_folder);
+  log_.flush();
+}
+
+StepResult Trainer::train_step() {
+  const auto& t = config_.training;
+  StepResult result;
+  result.step = ++step_;
+  result.lr = config_.optimizer.lr * schedule_.factor(result.step);
+  set_learning_rate(*optimizer_, result.lr);
+  optimizer_->zero_grad();
+
+  const double tokens_in_step = static_cast<double>(grad_accum_steps_ * t.local_batch_size * t.seq_len);
+  const bool autocast = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
+  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  for (int64_t micro = 0; micro < grad_accum_steps_; ++micro) {
+    Batch batch = loader_->next();
+    auto inputs = batch.inputs.to(device_), labels = batch.labels.to(device_);
+    at::Tensor loss;
+    {
+      CudaAutocastScope autocast_scope(autocast, at::kBFloat16);
+      auto logits = model_->forward(inputs);  // (B, T, V)
+      loss = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat), labels.flatten(0, 1),
+                                    {}, at::Reduction::Sum) / tokens_in_step;
+    }
+    loss.backward();
+    loss_sum += loss.detach().to(at::kDouble);
+  }
+  result.grad_norm = clip_grad_norm(params_, t.max_norm);
+  result.loss = loss_sum.item<double>();
+  if (!std::isfinite(result.loss)) {
+    throw RuntimeFailure(fmt::format("loss is {} at step {}", result.loss, result.step),
+                         "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
+  }
+  optimizer_->step();
+  tokens_seen_ += static_cast<int64_t>(tokens_in_step);
+  return result;
+}
+
+void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
+  const auto& t = config_.training;
+  StepMetrics m;
+  m.step = r.step;
+  m.loss = r.loss;
+  m.grad_norm = r.grad_norm;
+  m.lr = r.lr;
+  m.tokens_seen = tokens_seen_;
+  auto memory = read_and_reset_peak_memory(device_);
+  m.memory_gib = memory.peak_gib;
+  m.memory_pct = memory.pct;
+  m.tps = static_cast<double>(steps * grad_accum_steps_ * t.local_batch_size * t.seq_len) / seconds;
+  m.tflops = flops_per_token_ * m.tps / 1e12;
+  m.mfu_pct = 100.0 * flops_per_token_ * m.tps / peak_flops_;
+  m.step_time_s = seconds / static_cast<double>(steps);
+  log_ << "[titan] " << format_console_line(m) << std::endl;
+  jsonl_->write(m);
+}
+
+TrainSummary Trainer::train() {
+  TrainSummary summary;
+  const auto start = Clock::now();
+  auto last_log = start;
+  int64_t steps_since_log = 0;
+  while (step_ < config_.training.steps) {
+    StepResult r = train_step();
+    summary.losses.push_back(r.loss);
+    ++steps_since_log;
+    if (r.step == 1 || r.step % config_.metrics.log_freq == 0 || r.step == config_.training.steps) {
+      auto now = Clock::now();
+      log_step(r, std::chrono::duration<double>(now - last_log).count(), steps_since_log);
+      last_log = now;
+      steps_since_log = 0;
+    }
+  }
+  summary.steps = static_cast<int64_t>(summary.losses.size());
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.mean_tps = static_cast<double>(tokens_seen_) / summary.seconds;
+  log_ << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}, final loss {:.5f}\n",
+                      summary.steps, summary.seconds, with_thousands(std::llround(summary.mean_tps)),
+                      summary.losses.empty() ? NAN : summary.losses.back());
+  log_.flush();
+  return summary;
+}
+
+}  // namespace titan

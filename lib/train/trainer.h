@@ -1,0 +1,80 @@
+// The training loop: builds the model, data, optimizer and metrics from a Config and runs
+// torchtitan's step (zero grads; accumulate micro-batches with loss = summed cross-entropy /
+// tokens in the step; clip; AdamW; LR schedule) for training.steps steps.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "config/config.h"
+#include "data/loader.h"
+#include "determinism/runtime.h"
+#include "metrics/metrics.h"
+#include "model/llama.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace titan {
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0;       // summed cross-entropy / tokens in the step
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double seconds = 0;
+  double mean_tps = 0;
+  std::vector<double> losses;  // one per step
+};
+
+class Trainer {
+ public:
+  // Validates what needs the model or data (device, vocabulary, dataset files) before building
+  // anything heavy; throws ConfigError for those. Writes <dump_folder>/config.toml (with the
+  // seed actually used). Logs to `log`.
+  Trainer(const Config& config, std::ostream& log);
+  ~Trainer();
+
+  // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss.
+  TrainSummary train();
+
+  // One optimizer step. Exposed for tests.
+  StepResult train_step();
+
+  Transformer& model() { return model_; }
+  const RuntimeSettings& settings() const { return settings_; }
+  int64_t gradient_accumulation_steps() const { return grad_accum_steps_; }
+
+ private:
+  void log_start() const;
+  void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
+
+  Config config_;
+  std::ostream& log_;
+  RuntimeSettings settings_;
+  c10::Device device_;
+  ModelArgs args_;
+  std::shared_ptr<const TokenSource> source_;
+  std::unique_ptr<DataLoader> loader_;
+  Transformer model_{nullptr};
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  LRSchedule schedule_;
+  std::unique_ptr<JsonlWriter> jsonl_;
+  int64_t grad_accum_steps_ = 1;
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  double flops_per_token_ = 0;
+  double peak_flops_ = 0;
+};
+
+// "auto" -> cuda when available, else cpu. Throws ConfigError for "cuda" without CUDA.
+c10::Device resolve_device(const std::string& name);
+
+}  // namespace titan

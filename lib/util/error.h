@@ -1,0 +1,48 @@
+// Error types that carry the process exit code they map to.
+//
+// Contract: every failure that should stop titan-train is thrown as one of these (or as a plain
+// std::exception, which main maps to exit code 1). main() is the only place that catches them.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace titan {
+
+// Exit codes, documented in README.md. Scripts rely on these numbers.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntimeError = 1,  // anything that went wrong while running (I/O, NaN loss, ...)
+  kExitConfigError = 2,   // bad config file, bad flag, bad value: detected before any work starts
+  kExitCheckFailed = 3,   // a determinism or recompute check failed
+};
+
+// Bad config or usage. `where` names the file:line:col or the flag; `hint` suggests the fix.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(const std::string& where, const std::string& message, const std::string& hint = "");
+  const std::string& where() const { return where_; }
+  const std::string& message() const { return message_; }
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string where_, message_, hint_;
+};
+
+// A run-time failure (exit code 1) with an optional hint for the user.
+class RuntimeFailure : public std::runtime_error {
+ public:
+  explicit RuntimeFailure(const std::string& message, const std::string& hint = "");
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
+};
+
+// A determinism or recompute check failed (exit code 3).
+class CheckFailure : public std::runtime_error {
+ public:
+  explicit CheckFailure(const std::string& message) : std::runtime_error(message) {}
+};
+
+}  // namespace titan

@@ -1,0 +1,26 @@
+// Small string helpers shared by the config parser and the loggers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace titan {
+
+// Levenshtein distance between a and b (case-sensitive).
+size_t edit_distance(const std::string& a, const std::string& b);
+
+// The candidate closest to `word`, or "" when none is close enough to be a plausible typo
+// (distance more than max(2, len/3)).
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// "a", "b", "c" -> "\"a\", \"b\", \"c\"".
+std::string join_quoted(const std::vector<std::string>& items);
+
+// 1234567 -> "1,234,567".
+std::string with_thousands(long long value);
+
+// Writes `contents` to `path` atomically: a temporary file in the same folder, then rename.
+// Throws RuntimeFailure naming the path and the system's reason.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace titan
