@@ -9,6 +9,7 @@
 #include "config/loader.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/omp_env.h"
 
 namespace {
 
@@ -42,6 +43,7 @@ void print_error(const char* kind, const std::string& message, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
+  titan::ensure_passive_omp_wait(argv);
   std::vector<std::string> args(argv, argv + argc);
   try {
     return run(args);

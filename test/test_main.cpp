@@ -1,2 +1,11 @@
-#define CATCH_CONFIG_MAIN
+// Catch2 main. Like titan-train, the test binary runs with a passive OpenMP wait policy: spinning
+// OpenMP workers would fight OpenBLAS's threads for the cores and slow every test down.
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "util/omp_env.h"
+
+int main(int argc, char** argv) {
+  titan::ensure_passive_omp_wait(argv);
+  return Catch::Session().run(argc, argv);
+}

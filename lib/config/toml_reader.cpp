@@ -71,21 +71,23 @@ std::string suggest_key(const std::string& section, const std::string& key,
   return closest_match(section + "." + key, all_names(fields));
 }
 
+// `key_at` and `value_at` are the file:line:col of the key and of its value.
 void apply_key(const std::string& section, const std::string& key, const toml::node& node,
-               const std::string& at, std::vector<FieldSpec>& fields) {
+               const std::string& key_at, const std::string& value_at,
+               std::vector<FieldSpec>& fields) {
   for (auto& spec : fields) {
     if (spec.section != section || spec.key != key) continue;
     if (!assign(spec, node)) {
-      throw ConfigError(at,
+      throw ConfigError(value_at,
                         fmt::format("{}: expected {}, got {}", spec.name(), spec.type_name(),
                                     describe(node)),
                         fmt::format("write it as {} = {}", key, example_value(spec)));
     }
-    check_field_value(spec, at);
+    check_field_value(spec, value_at);
     return;
   }
   std::string guess = suggest_key(section, key, fields);
-  throw ConfigError(at, fmt::format("unknown key {}.{}", section, key),
+  throw ConfigError(key_at, fmt::format("unknown key {}.{}", section, key),
                     guess.empty() ? fmt::format("valid keys of [{}] are listed by --help", section)
                                   : fmt::format("did you mean {}?", guess));
 }
@@ -102,10 +104,18 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
   }
   auto fields = config_fields(config);
   auto sections = config_sections();
-  for (auto&& [section_key, section_node] : root) {
+  // toml++ tables iterate in key order; report problems in file order instead.
+  auto by_position = [](const toml::key& a, const toml::key& b) {
+    const auto &pa = a.source().begin, &pb = b.source().begin;
+    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
+  };
+  std::vector<toml::key> section_keys;
+  for (auto&& [section_key, node] : root) section_keys.push_back(section_key);
+  std::sort(section_keys.begin(), section_keys.end(), by_position);
+  for (const auto& section_key : section_keys) {
     std::string section(section_key.str());
     std::string at = where(source, section_key.source());
-    auto* table = section_node.as_table();
+    auto* table = root.get(section_key)->as_table();
     if (!table) {
       std::string guess = suggest_key("", section, fields);
       throw ConfigError(at, fmt::format("key '{}' must be inside a [section]", section),
@@ -118,8 +128,13 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
                         guess.empty() ? "valid sections: " + join_quoted(sections)
                                       : fmt::format("did you mean [{}]?", guess));
     }
-    for (auto&& [key, node] : *table) {
-      apply_key(section, std::string(key.str()), node, where(source, key.source()), fields);
+    std::vector<toml::key> keys;
+    for (auto&& [key, node] : *table) keys.push_back(key);
+    std::sort(keys.begin(), keys.end(), by_position);
+    for (const auto& key : keys) {
+      const toml::node& node = *table->get(key);
+      apply_key(section, std::string(key.str()), node, where(source, key.source()),
+                where(source, node.source()), fields);
     }
   }
 }

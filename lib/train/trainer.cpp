@@ -130,7 +130,7 @@ StepResult Trainer::train_step() {
   result.grad_norm = clip_grad_norm(params_, t.max_norm);
   result.loss = loss_sum.item<double>();
   if (!std::isfinite(result.loss)) {
-    throw RuntimeFailure(fmt::format("loss is {} at step {}", result.loss, result.step),
+    throw RuntimeFailure(fmt::format("loss is {} at step {}", std::isnan(result.loss) ? "nan" : std::signbit(result.loss) ? "-inf" : "inf", result.step),
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
   optimizer_->step();

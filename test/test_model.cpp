@@ -1,0 +1,138 @@
+// Model: shapes and parameter counts, RoPE against hand-computed values, GQA head mapping,
+// the blocked causal attention against the naive formula, and causality.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "model/causal_attention.h"
+#include "model/llama.h"
+
+using namespace titan;
+
+TEST_CASE("model: debugmodel has 6,163,712 parameters", "[model]") {
+  ModelArgs args = model_args_for_flavor("debugmodel");
+  CHECK(args.ffn_hidden_dim() == 768);
+  CHECK(args.num_params() == 6163712);
+  args.max_seq_len = 16;
+  Transformer model(args);
+  int64_t counted = 0;
+  for (auto& p : model->parameters()) counted += p.numel();
+  CHECK(counted == 6163712);
+  CHECK(model->named_parameters().contains("layers.5.attention.wq.weight"));
+  CHECK(model->named_parameters().contains("layers.0.feed_forward.w3.weight"));
+  CHECK(model->named_parameters().contains("norm.weight"));
+  CHECK(model->named_parameters().contains("output.weight"));
+}
+
+TEST_CASE("model: flavor shapes match Llama 3", "[model]") {
+  CHECK(model_args_for_flavor("8B").ffn_hidden_dim() == 14336);
+  CHECK(model_args_for_flavor("70B").ffn_hidden_dim() == 28672);
+  CHECK(model_args_for_flavor("405B").ffn_hidden_dim() == 53248);
+  CHECK(model_args_for_flavor("1B").ffn_hidden_dim() == 8192);
+  // 8B with an untied output layer: 8,030,261,248 parameters.
+  CHECK(model_args_for_flavor("8B").num_params() == 8030261248LL);
+  CHECK_THROWS_AS(model_args_for_flavor("3B"), std::invalid_argument);
+}
+
+TEST_CASE("model: RoPE frequencies follow Llama 3.1 scaling, computed by hand", "[model]") {
+  const int64_t head_dim = 16;
+  const double theta = 500000;
+  auto freqs_cis = precompute_freqs_cis(head_dim, 64, theta, RopeScaling{});
+  REQUIRE(freqs_cis.sizes() == at::IntArrayRef({64, 8}));
+  auto angle = [&](int64_t t, int64_t i) {
+    double freq = 1.0 / std::pow(theta, 2.0 * i / head_dim);
+    double wavelen = 2 * M_PI / freq;
+    if (wavelen > 8192.0) {
+      freq /= 8.0;  // low frequencies: divided by the factor
+    } else if (wavelen >= 2048.0) {
+      double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      freq = (1 - smooth) * freq / 8.0 + smooth * freq;
+    }
+    return t * freq;
+  };
+  auto real = at::view_as_real(freqs_cis);  // (T, E/2, 2)
+  for (int64_t t : {0, 1, 7, 63}) {
+    for (int64_t i = 0; i < 8; ++i) {
+      INFO("t=" << t << " i=" << i);
+      CHECK(real[t][i][0].item<double>() == Approx(std::cos(angle(t, i))).margin(2e-6));
+      CHECK(real[t][i][1].item<double>() == Approx(std::sin(angle(t, i))).margin(2e-6));
+    }
+  }
+  // i = 4 is in the smoothed band (wavelength 4443), i = 7 in the divided band, i = 0 unscaled.
+  CHECK(2 * M_PI * std::pow(theta, 0.5) == Approx(4442.88).epsilon(1e-4));
+}
+
+TEST_CASE("model: rotary embedding rotates interleaved pairs", "[model]") {
+  auto freqs = at::polar(at::ones({2, 2}), at::tensor({0.0f, 0.0f, 0.5f, 1.0f}).view({2, 2}));
+  // x: (B=1, T=2, H=1, E=4), every pair (1, 0).
+  auto x = at::tensor({1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f}).view({1, 2, 1, 4});
+  auto y = apply_rotary_emb(x, freqs);
+  auto expected = at::tensor({1.0f, 0.0f, 1.0f, 0.0f, std::cos(0.5f), std::sin(0.5f), std::cos(1.0f),
+                              std::sin(1.0f)}).view({1, 2, 1, 4});
+  CHECK(at::allclose(y, expected, 1e-6, 1e-6));
+}
+
+TEST_CASE("model: repeat_kv gives kv head j to query heads j*n_rep .. j*n_rep+n_rep-1", "[model]") {
+  auto kv = at::arange(2, at::kFloat).view({1, 1, 2, 1});  // heads 0 and 1
+  auto repeated = repeat_kv(kv, 3).flatten();
+  CHECK(at::equal(repeated, at::tensor({0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f})));
+}
+
+namespace {
+at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  auto T = q.size(2);
+  auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
+  auto mask = at::ones({T, T}, at::kBool).triu(1);
+  return at::matmul(at::softmax(scores.masked_fill(mask, -INFINITY), -1), v);
+}
+}  // namespace
+
+TEST_CASE("model: blocked causal attention equals the naive formula, values and gradients", "[model]") {
+  torch::manual_seed(0);
+  for (int64_t T : {1, 5, 37, 128}) {
+    INFO("T=" << T);
+    auto q = at::randn({2, 3, T, 8}).requires_grad_(), k = at::randn({2, 3, T, 8}).requires_grad_(),
+         v = at::randn({2, 3, T, 8}).requires_grad_();
+    auto grad = at::randn({2, 3, T, 8});
+    auto expected = naive_attention(q, k, v);
+    auto expected_grads = torch::autograd::grad({expected}, {q, k, v}, {grad});
+    auto got = blocked_causal_attention(q, k, v, /*block=*/16);
+    auto got_grads = torch::autograd::grad({got}, {q, k, v}, {grad});
+    CHECK(at::allclose(got, expected, 1e-5, 1e-5));
+    for (int i = 0; i < 3; ++i) CHECK(at::allclose(got_grads[i], expected_grads[i], 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("model: logits at position t do not depend on tokens after t", "[model]") {
+  torch::manual_seed(1);
+  ModelArgs args = model_args_for_flavor("tiny");
+  args.max_seq_len = 32;
+  Transformer model(args);
+  model->init_weights();
+  auto tokens = at::randint(0, args.vocab_size, {1, 32}, at::kLong);
+  auto changed = tokens.clone();
+  changed.index_put_({0, at::indexing::Slice(20)}, 7);
+  torch::NoGradGuard no_grad;
+  auto a = model->forward(tokens), b = model->forward(changed);
+  CHECK(at::equal(a.narrow(1, 0, 20), b.narrow(1, 0, 20)));
+  CHECK_FALSE(at::equal(a.narrow(1, 20, 12), b.narrow(1, 20, 12)));
+  CHECK(a.sizes() == at::IntArrayRef({1, 32, args.vocab_size}));
+}
+
+TEST_CASE("model: init follows torchtitan (norms ones, truncation respected)", "[model]") {
+  torch::manual_seed(2);
+  ModelArgs args = model_args_for_flavor("debugmodel");
+  args.max_seq_len = 8;
+  Transformer model(args);
+  model->init_weights();
+  auto out = model->output->weight;
+  const double out_std = 1.0 / std::sqrt(256.0);
+  CHECK(out.abs().max().item<double>() <= 3 * out_std + 1e-7);
+  CHECK(out.std().item<double>() == Approx(out_std * 0.986).epsilon(0.02));  // 3-sigma truncation
+  CHECK(model->tok_embeddings->weight.std().item<double>() == Approx(1.0).epsilon(0.01));
+  CHECK(at::equal(model->norm->weight, at::ones({256})));
+  auto* block = model->layers[5]->as<TransformerBlock>();
+  CHECK(block->attention->wo->weight.std().item<double>() == Approx(0.02 / std::sqrt(12.0)).epsilon(0.02));
+  CHECK(block->attention->wq->weight.std().item<double>() == Approx(0.02).epsilon(0.02));
+}

@@ -1,0 +1,84 @@
+// LR schedule against hand-computed torchtitan values; AdamW options; clipping.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+using namespace titan;
+
+namespace {
+std::vector<double> lrs(const LRSchedulerConfig& c, int64_t steps, double peak) {
+  LRSchedule s(c, steps);
+  std::vector<double> out;
+  for (int64_t step = 1; step <= steps; ++step) out.push_back(peak * s.factor(step));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("optim: debug_model schedule gives torchtitan's learning rates", "[optim]") {
+  LRSchedulerConfig c;
+  c.warmup_steps = 2;
+  c.decay_ratio = 0.8;
+  auto got = lrs(c, 10, 8e-4);
+  std::vector<double> expected = {4e-4, 8e-4, 8e-4, 7e-4, 6e-4, 5e-4, 4e-4, 3e-4, 2e-4, 1e-4};
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
+}
+
+TEST_CASE("optim: linear warmup then decay without decay_ratio (torchtitan's unit test)", "[optim]") {
+  LRSchedulerConfig c;
+  c.warmup_steps = 2;
+  auto got = lrs(c, 10, 1.0);
+  std::vector<double> expected = {0.5, 1, 1, 7.0 / 8, 6.0 / 8, 5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8};
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]));
+}
+
+TEST_CASE("optim: sqrt and cosine decay, min_lr_factor", "[optim]") {
+  LRSchedulerConfig c;
+  c.warmup_steps = 0;
+  c.decay_type = "cosine";
+  c.min_lr_factor = 0.1;
+  LRSchedule cosine(c, 4);  // decay 4, stable 1: progress 0, 1/4, 2/4, 3/4
+  CHECK(cosine.factor(1) == Approx(1.0));
+  CHECK(cosine.factor(2) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25))));
+  CHECK(cosine.factor(4) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.75))));
+  c.decay_type = "sqrt";
+  c.min_lr_factor = 0.0;
+  LRSchedule sqrt_decay(c, 4);
+  CHECK(sqrt_decay.factor(3) == Approx(1 - std::sqrt(0.5)));
+}
+
+TEST_CASE("optim: warmup longer than training and decay_ratio rounding are clamped like torchtitan", "[optim]") {
+  LRSchedulerConfig c;
+  c.warmup_steps = 50;
+  LRSchedule s(c, 10);
+  CHECK(s.warmup_steps() == 10);
+  CHECK(s.factor(5) == Approx(0.5));
+  c.warmup_steps = 0;
+  c.decay_ratio = 0.25;  // 10 * 0.25 = 2.5 -> round half to even -> 2
+  CHECK(LRSchedule(c, 10).decay_steps() == 2);
+  c.decay_ratio = 0.35;  // 3.5 -> 4
+  CHECK(LRSchedule(c, 10).decay_steps() == 4);
+}
+
+TEST_CASE("optim: AdamW carries the configured hyper-parameters and the set lr", "[optim]") {
+  auto p = torch::zeros({3}, torch::requires_grad());
+  OptimizerConfig c;
+  auto opt = build_optimizer({p}, c);
+  set_learning_rate(*opt, 1.25e-4);
+  auto& o = static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[0].options());
+  CHECK(o.lr() == 1.25e-4);
+  CHECK(std::get<0>(o.betas()) == 0.9);
+  CHECK(std::get<1>(o.betas()) == 0.95);
+  CHECK(o.eps() == 1e-8);
+  CHECK(o.weight_decay() == 0.1);
+}
+
+TEST_CASE("optim: clipping returns the norm before clipping and scales to max_norm", "[optim]") {
+  auto a = torch::zeros({2}, torch::requires_grad()), b = torch::zeros({1}, torch::requires_grad());
+  a.mutable_grad() = torch::tensor({3.0f, 0.0f});
+  b.mutable_grad() = torch::tensor({4.0f});
+  CHECK(clip_grad_norm({a, b}, 1.0) == Approx(5.0));
+  CHECK(a.grad()[0].item<double>() == Approx(0.6).epsilon(1e-5));
+  CHECK(b.grad()[0].item<double>() == Approx(0.8).epsilon(1e-5));
+}

@@ -1,0 +1,27 @@
+// Helpers for tests that run the real titan-train binary.
+#pragma once
+
+#include <string>
+
+namespace titan::test {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs build/titan-train with `args` (a shell-quoted string) and waits for it.
+RunResult run_titan(const std::string& args);
+
+// A fresh, empty folder under the system temp dir, named after `tag`.
+std::string temp_dir(const std::string& tag);
+
+// Writes `text` to `path`; returns path.
+std::string write_text(const std::string& path, const std::string& text);
+
+std::string read_text(const std::string& path);
+
+// The project's source folder (for configs/).
+std::string source_dir();
+
+}  // namespace titan::test
