@@ -1,8 +1,9 @@
 #include "determinism/runtime.h"
 
+#include "util/blas_threads.h"
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <sched.h>
 #include <torch/utils.h>
 
@@ -10,19 +11,6 @@
 #include <thread>
 
 namespace titan {
-namespace {
-
-// OpenBLAS keeps its own thread pool. Set it through the symbol when the BLAS in use is
-// OpenBLAS; other BLAS builds simply do not have it.
-bool set_blas_threads(int64_t threads) {
-  using SetThreads = void (*)(int);
-  auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (!fn) return false;
-  fn(static_cast<int>(threads));
-  return true;
-}
-
-}  // namespace
 
 int64_t available_cores() {
   cpu_set_t set;
@@ -34,7 +22,7 @@ RuntimeSettings apply_runtime_settings(const Config& config) {
   RuntimeSettings s;
   s.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   at::set_num_threads(static_cast<int>(s.cpu_threads));
-  s.blas_threads_set = set_blas_threads(s.cpu_threads);
+  s.blas_threads_set = set_blas_threads(static_cast<int>(s.cpu_threads));
 
   if (config.debug.seed) {
     s.seed = static_cast<uint64_t>(*config.debug.seed);

@@ -1,0 +1,39 @@
+#include "util/blas_threads.h"
+
+#include <dlfcn.h>
+
+namespace titan {
+namespace {
+
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+SetThreads set_fn() {
+  static auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  return fn;
+}
+
+GetThreads get_fn() {
+  static auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn;
+}
+
+}  // namespace
+
+bool set_blas_threads(int threads) {
+  if (!set_fn()) return false;
+  set_fn()(threads);
+  return true;
+}
+
+int blas_threads() { return get_fn() ? get_fn()() : 0; }
+
+SingleThreadedBlasScope::SingleThreadedBlasScope() : previous_(blas_threads()) {
+  if (previous_ > 1) set_blas_threads(1);
+}
+
+SingleThreadedBlasScope::~SingleThreadedBlasScope() {
+  if (previous_ > 1) set_blas_threads(previous_);
+}
+
+}  // namespace titan
