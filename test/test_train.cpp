@@ -42,7 +42,7 @@ TEST_CASE("train: a tiny model's loss falls over 30 steps", "[train]") {
   CHECK_THAT(log.str(), Catch::Contains("step: 30") && Catch::Contains("done: 30 steps"));
 }
 
-TEST_CASE("train: same seed, same losses; different seed, different losses", "[train]") {
+TEST_CASE("train: the same seed repeats the losses bitwise, another seed changes them", "[train]") {
   auto losses = [](int64_t seed) {
     Config c = tiny_config("seed");
     c.training.steps = 3;
