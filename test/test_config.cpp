@@ -1,5 +1,5 @@
 // Config: TOML + CLI parsing, precedence, validation, and the errors users see (exit code 2).
-#include <catch2/catch.hpp>
+#include "catch_torch.h"
 
 #include <filesystem>
 

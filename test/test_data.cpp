@@ -1,5 +1,5 @@
 // Data: tokenizer, the four sources, and the loader's determinism and resumable state.
-#include <catch2/catch.hpp>
+#include "catch_torch.h"
 
 #include <cmath>
 #include <cstring>

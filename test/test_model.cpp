@@ -1,6 +1,6 @@
 // Model: shapes and parameter counts, RoPE against hand-computed values, GQA head mapping,
 // the blocked causal attention against the naive formula, and causality.
-#include <catch2/catch.hpp>
+#include "catch_torch.h"
 #include <torch/torch.h>
 
 #include <cmath>

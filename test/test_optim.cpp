@@ -1,5 +1,5 @@
 // LR schedule against hand-computed torchtitan values; AdamW options; clipping.
-#include <catch2/catch.hpp>
+#include "catch_torch.h"
 #include <torch/torch.h>
 
 #include "optim/lr_schedule.h"

@@ -1,5 +1,5 @@
 // Runtime settings: threads for ATen and OpenBLAS, seeding, deterministic flag.
-#include <catch2/catch.hpp>
+#include "catch_torch.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
