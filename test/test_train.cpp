@@ -153,3 +153,9 @@ TEST_CASE("train: a missing dataset path fails with exit 2 before the model is b
   CHECK_THAT(r.output, Catch::Contains("/nonexistent/c4.jsonl: No such file or directory"));
   CHECK_THAT(r.output, !Catch::Contains("parameters"));
 }
+
+TEST_CASE("train: a flavor too large for the device is refused with exit 2 before building it", "[train][cli]") {
+  auto r = test::run_titan("--model.flavor 405B --training.device cpu --job.dump_folder " + test::temp_dir("huge"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("405B needs at least") && Catch::Contains("pick a smaller flavor"));
+}

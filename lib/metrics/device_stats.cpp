@@ -48,14 +48,23 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device) {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
     double reserved = static_cast<double>(stats.reserved_bytes[0].peak);
     c10::cuda::CUDACachingAllocator::resetPeakStats(index);
-    double total = static_cast<double>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
-    return {reserved / kGiB, 100.0 * reserved / total};
+    return {reserved / kGiB, 100.0 * reserved / device_memory_bytes(device)};
   }
 #endif
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
-  return {rss / kGiB, 100.0 * rss / total_ram_bytes()};
+  return {rss / kGiB, 100.0 * rss / device_memory_bytes(device)};
+}
+
+double device_memory_bytes(const c10::Device& device) {
+#ifdef TITAN_WITH_CUDA
+  if (device.is_cuda()) {
+    return static_cast<double>(
+        at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0)->totalGlobalMem);
+  }
+#endif
+  return total_ram_bytes();
 }
 
 double flops_per_token(const ModelArgs& args, int64_t seq_len) {

@@ -18,6 +18,9 @@ struct MemoryReading {
 // Reads the peak and, on CUDA, resets it so each log interval reports its own peak.
 MemoryReading read_and_reset_peak_memory(const c10::Device& device);
 
+// Total memory of the device (RAM for the CPU), in bytes.
+double device_memory_bytes(const c10::Device& device);
+
 // torchtitan's count: 6 x (params - embedding params) + 12 x layers x heads x head_dim x seq_len.
 double flops_per_token(const ModelArgs& args, int64_t seq_len);
 

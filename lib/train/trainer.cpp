@@ -26,6 +26,20 @@ ModelArgs model_args_for(const Config& config) {
   return args;
 }
 
+// Weights, gradients and AdamW's two moments: 16 bytes per fp32 parameter before activations.
+// Refusing up front beats a bad_alloc (or the OOM killer) minutes into building the model.
+void check_model_fits(const ModelArgs& args, const std::string& flavor, const c10::Device& device) {
+  const double needed = 16.0 * static_cast<double>(args.num_params());
+  const double available = device_memory_bytes(device);
+  if (available > 0 && needed > available) {
+    throw ConfigError("model.flavor",
+                      fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
+                                  "state; {} has {:.1f} GiB",
+                                  flavor, needed / (1 << 30), device_name(device), available / (1 << 30)),
+                      "pick a smaller flavor (debugmodel runs anywhere)");
+  }
+}
+
 void prepare_dump_folder(const std::string& folder) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
@@ -59,6 +73,7 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   const int64_t global = t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
   grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
 
+  check_model_fits(args_, config_.model.flavor, device_);
   source_ = make_token_source(t, settings_.seed, t.seq_len + 1, args_.vocab_size);
   loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len);
 
