@@ -11,7 +11,6 @@
 
 #include "config/loader.h"
 #include "metrics/device_stats.h"
-#include "train/autocast.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -120,36 +119,22 @@ void Trainer::log_start() const {
 
 StepResult Trainer::train_step() {
   const auto& t = config_.training;
-  StepResult result;
-  result.step = ++step_;
-  result.lr = config_.optimizer.lr * schedule_.factor(result.step);
-  set_learning_rate(*optimizer_, result.lr);
-  optimizer_->zero_grad();
-
-  const double tokens_in_step = static_cast<double>(grad_accum_steps_ * t.local_batch_size * t.seq_len);
-  const bool autocast = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
-  for (int64_t micro = 0; micro < grad_accum_steps_; ++micro) {
-    Batch batch = loader_->next();
-    auto inputs = batch.inputs.to(device_), labels = batch.labels.to(device_);
-    at::Tensor loss;
-    {
-      CudaAutocastScope autocast_scope(autocast, at::kBFloat16);
-      auto logits = model_->forward(inputs);  // (B, T, V)
-      loss = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat), labels.flatten(0, 1),
-                                    {}, at::Reduction::Sum) / tokens_in_step;
-    }
-    loss.backward();
-    loss_sum += loss.detach().to(at::kDouble);
-  }
-  result.grad_norm = clip_grad_norm(params_, t.max_norm);
-  result.loss = loss_sum.item<double>();
+  std::vector<Batch> micro_batches;
+  for (int64_t i = 0; i < grad_accum_steps_; ++i) micro_batches.push_back(loader_->next());
+  StepOptions options;
+  options.device = device_;
+  options.autocast_bf16 = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
+  options.max_norm = t.max_norm;
+  const int64_t step = ++step_;
+  const double lr = config_.optimizer.lr * schedule_.factor(step);
+  StepResult result = run_step(model_, *optimizer_, params_, micro_batches, lr, options);
+  result.step = step;
   if (!std::isfinite(result.loss)) {
-    throw RuntimeFailure(fmt::format("loss is {} at step {}", std::isnan(result.loss) ? "nan" : std::signbit(result.loss) ? "-inf" : "inf", result.step),
+    const char* what = std::isnan(result.loss) ? "nan" : result.loss > 0 ? "inf" : "-inf";
+    throw RuntimeFailure(fmt::format("loss is {} at step {}", what, step),
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
-  optimizer_->step();
-  tokens_seen_ += static_cast<int64_t>(tokens_in_step);
+  tokens_seen_ += grad_accum_steps_ * t.local_batch_size * t.seq_len;
   return result;
 }
 

@@ -16,15 +16,9 @@
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/step.h"
 
 namespace titan {
-
-struct StepResult {
-  int64_t step = 0;
-  double loss = 0;       // summed cross-entropy / tokens in the step
-  double grad_norm = 0;  // before clipping
-  double lr = 0;
-};
 
 struct TrainSummary {
   int64_t steps = 0;

@@ -1,0 +1,37 @@
+// One training step, torchtitan's order: zero grads; for each micro-batch, forward and backward
+// of loss = summed cross-entropy / tokens in the whole step; clip to max_norm; set the LR; AdamW.
+// Free of the Trainer's config and data so tests can drive it with their own batches.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <vector>
+
+#include "data/loader.h"
+#include "model/llama.h"
+
+namespace titan {
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0;       // summed cross-entropy / tokens in the step (NaN/inf passed through)
+  double grad_norm = 0;  // total L2 norm before clipping
+  double lr = 0;
+};
+
+struct StepOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  bool autocast_bf16 = false;  // CUDA autocast to bfloat16 around forward and loss
+  double max_norm = 1.0;
+};
+
+// Summed cross-entropy of logits (B, T, V) against labels (B, T), in float32.
+at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
+
+// Runs the step on `micro_batches` (each moved to options.device) with learning rate `lr`.
+// Requires: params are model's parameters, registered with `optimizer`.
+StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
+                    const std::vector<at::Tensor>& params, const std::vector<Batch>& micro_batches,
+                    double lr, const StepOptions& options);
+
+}  // namespace titan

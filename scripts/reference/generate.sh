@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerates test/data/llama_reference.bin, the PyTorch reference that the
+# C++ Llama parity test compares titan-train's model against.
+# Needs Debian's PyTorch (python3-torch) at /usr/bin/python3.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  echo "reference: python3-torch (Debian's PyTorch) is needed; installing it with apt-get" >&2
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get install -y python3-torch
+  else
+    sudo apt-get install -y python3-torch
+  fi
+fi
+
+mkdir -p test/data
+/usr/bin/python3 scripts/reference/llama_reference.py --out test/data/llama_reference.bin
