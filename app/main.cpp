@@ -1,5 +1,4 @@
 // titan-train: parse the config, train, and map failures to exit codes (see README).
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -34,12 +33,6 @@ int run(const std::vector<std::string>& args) {
   return titan::kExitOk;
 }
 
-void print_error(const char* kind, const std::string& message, const std::string& hint) {
-  std::cout.flush();
-  std::cerr << "titan-train: " << kind << ": " << message << "\n";
-  if (!hint.empty()) std::cerr << "  hint: " << hint << "\n";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,20 +40,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   try {
     return run(args);
-  } catch (const titan::ConfigError& e) {
-    print_error("config error", e.what(), e.hint());
-    return titan::kExitConfigError;
-  } catch (const titan::CheckFailure& e) {
-    print_error("check failed", e.what(), "");
-    return titan::kExitCheckFailed;
-  } catch (const titan::RuntimeFailure& e) {
-    print_error("error", e.what(), e.hint());
-    return titan::kExitRuntimeError;
-  } catch (const c10::Error& e) {
-    print_error("error", e.what_without_backtrace(), "");
-    return titan::kExitRuntimeError;
-  } catch (const std::exception& e) {
-    print_error("error", e.what(), "");
-    return titan::kExitRuntimeError;
+  } catch (...) {
+    std::cout.flush();
+    return titan::report_current_exception(std::cerr);
   }
 }

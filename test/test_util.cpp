@@ -11,8 +11,10 @@
 
 namespace titan::test {
 
-RunResult run_titan(const std::string& args) {
-  std::string command = std::string(TITAN_TRAIN_BINARY) + " " + args + " 2>&1";
+RunResult run_titan(const std::string& args) { return run_titan_env("", args); }
+
+RunResult run_titan_env(const std::string& env, const std::string& args) {
+  std::string command = env + (env.empty() ? "" : " ") + TITAN_TRAIN_BINARY + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   RunResult result;

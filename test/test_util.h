@@ -13,6 +13,9 @@ struct RunResult {
 // Runs build/titan-train with `args` (a shell-quoted string) and waits for it.
 RunResult run_titan(const std::string& args);
 
+// Same, with `env` ("NAME=value ...") prepended to the command's environment.
+RunResult run_titan_env(const std::string& env, const std::string& args);
+
 // A fresh, empty folder under the system temp dir, named after `tag`.
 std::string temp_dir(const std::string& tag);
 

@@ -77,6 +77,7 @@ struct DebugConfig {
   std::optional<int64_t> seed;  // unset: drawn at start and logged
   bool deterministic = false;
   bool deterministic_warn_only = false;
+  int64_t fingerprint_freq = 1;  // parameter checksum in fingerprint.log every N steps
 };
 
 struct Config {

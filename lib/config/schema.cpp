@@ -22,6 +22,11 @@ FieldSpec with_choices(FieldSpec spec, std::vector<std::string> choices) {
   return spec;
 }
 
+FieldSpec not_hashed(FieldSpec spec) {
+  spec.excluded_from_hash = true;
+  return spec;
+}
+
 FieldSpec at_least(FieldSpec spec, double min, std::optional<double> max = std::nullopt) {
   spec.min = min;
   spec.max = max;
@@ -55,9 +60,9 @@ std::vector<FieldSpec> config_fields(Config& c) {
   auto& t = c.training;
   auto& ac = c.activation_checkpoint;
   return {
-      field("job", "description", &c.job.description, "Free text describing the run"),
-      field("job", "dump_folder", &c.job.dump_folder,
-            "Folder for config.toml, metrics.jsonl and other outputs of the run"),
+      not_hashed(field("job", "description", &c.job.description, "Free text describing the run")),
+      not_hashed(field("job", "dump_folder", &c.job.dump_folder,
+                       "Folder for config.toml, metrics.jsonl, fingerprint.log and other outputs")),
 
       with_choices(field("model", "name", &c.model.name, "Model family"), {"llama3"}),
       with_choices(field("model", "flavor", &c.model.flavor, "Model size"),
@@ -81,14 +86,15 @@ std::vector<FieldSpec> config_fields(Config& c) {
       with_choices(field("training", "dataset_token_dtype", &t.dataset_token_dtype,
                          "Token width of headerless .bin shards (llm.c headers override it)"),
                    {"uint16", "uint32"}),
-      with_choices(field("training", "device", &t.device,
+      not_hashed(with_choices(field("training", "device", &t.device,
                          "Where to train: auto picks cuda when available, else cpu"),
-                   {"auto", "cpu", "cuda"}),
+                   {"auto", "cpu", "cuda"})),
       with_choices(field("training", "mixed_precision_param", &t.mixed_precision_param,
                          "Autocast dtype on CUDA (CPU always trains in float32)"),
                    {"bfloat16", "float32"}),
-      at_least(field("training", "cpu_threads", &t.cpu_threads,
-                     "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"), 0),
+      not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
+                                "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"),
+                          0)),
 
       with_choices(field("optimizer", "name", &c.optimizer.name, "Optimizer"), {"AdamW"}),
       at_least(field("optimizer", "lr", &c.optimizer.lr, "Peak learning rate"), 0),
@@ -109,16 +115,16 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor,
                      "The decay ends at lr x min_lr_factor"), 0, 1),
 
-      at_least(field("metrics", "log_freq", &c.metrics.log_freq,
-                     "Log metrics at step 1 and every log_freq steps"), 1),
+      not_hashed(at_least(field("metrics", "log_freq", &c.metrics.log_freq,
+                                "Log metrics at step 1 and every log_freq steps"), 1)),
 
       field("checkpoint", "enable", &c.checkpoint.enable, "Save and resume training checkpoints"),
-      field("checkpoint", "folder", &c.checkpoint.folder,
-            "Checkpoint folder, relative to job.dump_folder"),
+      not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
+                       "Checkpoint folder, relative to job.dump_folder")),
       at_least(field("checkpoint", "interval", &c.checkpoint.interval,
                      "Save every interval steps"), 1),
-      at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
-                     "Checkpoints to keep; 0 keeps all (1 is not allowed)"), 0),
+      not_hashed(at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
+                                "Checkpoints to keep; 0 keeps all (1 is not allowed)"), 0)),
       field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
             "The final save holds the model weights only"),
       with_choices(field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
@@ -146,6 +152,8 @@ std::vector<FieldSpec> config_fields(Config& c) {
             "Use deterministic algorithms wherever possible (may be slower)"),
       field("debug", "deterministic_warn_only", &c.debug.deterministic_warn_only,
             "Warn about ops without a deterministic implementation instead of failing"),
+      at_least(field("debug", "fingerprint_freq", &c.debug.fingerprint_freq,
+                     "fingerprint.log records a checksum of all parameters every N steps"), 1),
   };
 }
 

@@ -25,6 +25,10 @@ struct FieldSpec {
   std::optional<double> min;         // numeric lower bound
   bool min_exclusive = false;        // true: value must be > min, else >= min
   std::optional<double> max;         // numeric upper bound (inclusive)
+  // True for keys that cannot change what a run computes (where outputs go, how often to log)
+  // or that fingerprint.log records separately in resolved form (device, threads): the config
+  // hash in fingerprint.log leaves them out.
+  bool excluded_from_hash = false;
 
   std::string name() const { return section + "." + key; }
   // "bool", "integer", "float", "string", "integer (optional)", ...

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -88,6 +89,17 @@ double peak_flops(const c10::Device& device) {
   }
 #endif
   return measure_cpu_matmul_flops();
+}
+
+std::string hardware_name(const c10::Device& device) {
+  if (!device.is_cpu()) return device_name(device);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      return line.substr(line.find(':') + 2);
+    }
+  }
+  return "unknown cpu";
 }
 
 std::string device_name(const c10::Device& device) {

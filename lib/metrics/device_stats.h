@@ -31,4 +31,8 @@ double peak_flops(const c10::Device& device);
 // The device's name for logs: "cpu (N cores)" or the GPU name.
 std::string device_name(const c10::Device& device);
 
+// The processor model (from /proc/cpuinfo) on CPU, the GPU name on CUDA: what determines which
+// kernels run, for fingerprint.log.
+std::string hardware_name(const c10::Device& device);
+
 }  // namespace titan

@@ -63,23 +63,34 @@ c10::Device resolve_device(const std::string& name) {
 Trainer::Trainer(const Config& config, std::ostream& log)
     : config_(config),
       log_(log),
-      settings_(apply_runtime_settings(config)),
+      world_(world_from_environment()),
+      determinism_(make_deterministic(config, world_, log)),
       device_(resolve_device(config.training.device)),
       args_(model_args_for(config)),
       schedule_(config.lr_scheduler, config.training.steps) {
   const auto& t = config_.training;
+  if (world_.world_size > 1) {
+    throw ConfigError("environment", fmt::format("this is rank {} of {} processes, but multi-process "
+                                                 "data-parallel training is not available yet",
+                                                 world_.rank, world_.world_size),
+                      "run a single process (srun --ntasks=1, or torchrun --nproc_per_node=1)");
+  }
   const int64_t data_parallel = 1;
   const int64_t global = t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
   grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
 
   check_model_fits(args_, config_.model.flavor, device_);
-  source_ = make_token_source(t, settings_.seed, t.seq_len + 1, args_.vocab_size);
-  loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len);
+  source_ = make_token_source(t, determinism_.seed, t.seq_len + 1, args_.vocab_size);
+  loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len, world_.rank,
+                                         world_.world_size);
 
-  config_.debug.seed = static_cast<int64_t>(settings_.seed);  // config.toml repeats this run
+  config_.debug.seed = static_cast<int64_t>(determinism_.seed);  // config.toml repeats this run
   prepare_dump_folder(config_.job.dump_folder);
   write_file_atomically(config_.job.dump_folder + "/config.toml", to_toml(config_));
   jsonl_ = std::make_unique<JsonlWriter>(config_.job.dump_folder + "/metrics.jsonl");
+  FingerprintHeader header{device_.is_cuda() ? "cuda" : "cpu", hardware_name(device_),
+                           config_hash(config_), determinism_};
+  fingerprint_ = std::make_unique<FingerprintLog>(config_.job.dump_folder + "/fingerprint.log", header);
 
   model_ = Transformer(args_);
   model_->to(device_);
@@ -103,8 +114,9 @@ void Trainer::log_start() const {
                       config_.model.flavor, with_thousands(args_.num_params()),
                       with_thousands(args_.num_params() - args_.num_embedding_params()));
   log_ << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(device_),
-                      settings_.cpu_threads, autocast ? "bf16 autocast" : "float32",
-                      settings_.seed, settings_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+                      determinism_.cpu_threads, autocast ? "bf16 autocast" : "float32",
+                      determinism_.seed, determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  log_ << format_determinism_block(determinism_, fmt::format("{} {}", device_.str(), hardware_name(device_)));
   log_ << fmt::format("[titan] data: {}\n", source_->describe());
   log_ << fmt::format(
       "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches), "
@@ -127,7 +139,8 @@ StepResult Trainer::train_step() {
   options.max_norm = t.max_norm;
   const int64_t step = ++step_;
   const double lr = config_.optimizer.lr * schedule_.factor(step);
-  StepResult result = run_step(model_, *optimizer_, params_, micro_batches, lr, options);
+  StepResult result = with_determinism_check(
+      step, [&] { return run_step(model_, *optimizer_, params_, micro_batches, lr, options); });
   result.step = step;
   if (!std::isfinite(result.loss)) {
     const char* what = std::isnan(result.loss) ? "nan" : result.loss > 0 ? "inf" : "-inf";
@@ -135,6 +148,13 @@ StepResult Trainer::train_step() {
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
   tokens_seen_ += grad_accum_steps_ * t.local_batch_size * t.seq_len;
+  std::optional<uint64_t> checksum;
+  if (step % config_.debug.fingerprint_freq == 0) {
+    const auto start = Clock::now();
+    checksum = tensors_checksum(params_);
+    checksum_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  fingerprint_->write_step(step, result.loss, result.grad_norm, lr, tokens_seen_, checksum);
   return result;
 }
 
@@ -176,9 +196,12 @@ TrainSummary Trainer::train() {
   summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   summary.mean_tps = static_cast<double>(tokens_seen_) / summary.seconds;
+  summary.checksum_seconds = checksum_seconds_;
   log_ << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}, final loss {:.5f}\n",
                       summary.steps, summary.seconds, with_thousands(std::llround(summary.mean_tps)),
                       summary.losses.empty() ? NAN : summary.losses.back());
+  log_ << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
+                      1e3 * checksum_seconds_, 100.0 * checksum_seconds_ / summary.seconds);
   log_.flush();
   return summary;
 }

@@ -11,7 +11,9 @@
 
 #include "config/config.h"
 #include "data/loader.h"
-#include "determinism/runtime.h"
+#include "determinism/determinism.h"
+#include "distributed/world.h"
+#include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
@@ -24,6 +26,7 @@ struct TrainSummary {
   int64_t steps = 0;
   double seconds = 0;
   double mean_tps = 0;
+  double checksum_seconds = 0;  // spent on fingerprint.log parameter checksums
   std::vector<double> losses;  // one per step
 };
 
@@ -35,14 +38,16 @@ class Trainer {
   Trainer(const Config& config, std::ostream& log);
   ~Trainer();
 
-  // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss.
+  // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss, and
+  // CheckFailure (exit 3) when debug.deterministic meets an op without a deterministic
+  // implementation (unless deterministic_warn_only).
   TrainSummary train();
 
-  // One optimizer step. Exposed for tests.
+  // One optimizer step, with its fingerprint.log line. Exposed for tests.
   StepResult train_step();
 
   Transformer& model() { return model_; }
-  const RuntimeSettings& settings() const { return settings_; }
+  const DeterminismRecord& determinism() const { return determinism_; }
   int64_t gradient_accumulation_steps() const { return grad_accum_steps_; }
 
  private:
@@ -51,7 +56,8 @@ class Trainer {
 
   Config config_;
   std::ostream& log_;
-  RuntimeSettings settings_;
+  WorldInfo world_;
+  DeterminismRecord determinism_;
   c10::Device device_;
   ModelArgs args_;
   std::shared_ptr<const TokenSource> source_;
@@ -61,6 +67,8 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   LRSchedule schedule_;
   std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<FingerprintLog> fingerprint_;
+  double checksum_seconds_ = 0;
   int64_t grad_accum_steps_ = 1;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;

@@ -4,6 +4,7 @@
 // std::exception, which main maps to exit code 1). main() is the only place that catches them.
 #pragma once
 
+#include <iosfwd>
 #include <stdexcept>
 #include <string>
 
@@ -42,7 +43,17 @@ class RuntimeFailure : public std::runtime_error {
 // A determinism or recompute check failed (exit code 3).
 class CheckFailure : public std::runtime_error {
  public:
-  explicit CheckFailure(const std::string& message) : std::runtime_error(message) {}
+  explicit CheckFailure(const std::string& message, const std::string& hint = "")
+      : std::runtime_error(message), hint_(hint) {}
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
 };
+
+// For use inside a catch block: prints the in-flight exception as "titan-train: <kind>: message"
+// plus its hint to `err` and returns the exit code it maps to (ConfigError 2, CheckFailure 3,
+// anything else 1).
+int report_current_exception(std::ostream& err);
 
 }  // namespace titan

@@ -1,0 +1,201 @@
+#include "determinism/determinism.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <sched.h>
+#include <torch/utils.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "util/blas_threads.h"
+#include "util/error.h"
+
+namespace titan {
+namespace {
+
+constexpr const char* kNoDeterministicImpl = " does not have a deterministic implementation";
+
+// Logs each op without a deterministic implementation once; other warnings go to the handler
+// that was installed before.
+class OncePerOpWarningHandler : public c10::WarningHandler {
+ public:
+  void install(std::ostream& log) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    log_ = &log;
+    if (installed_) return;
+    previous_ = get_handler();
+    set_handler(this);
+    installed_ = true;
+  }
+
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override {
+    if (!handle(warning.msg())) previous_->process(warning);
+  }
+#else
+  void process(const c10::SourceLocation& where, const std::string& msg, bool verbatim) override {
+    if (!handle(msg)) previous_->process(where, msg, verbatim);
+  }
+#endif
+
+ private:
+  bool handle(const std::string& msg) {
+    auto op = nondeterministic_op(msg);
+    if (!op) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (seen_.insert(*op).second) {
+      *log_ << fmt::format(
+                   "[determinism] warning: {} has no deterministic implementation; continuing "
+                   "because debug.deterministic_warn_only = true (logged once per op)",
+                   *op)
+            << std::endl;
+    }
+    return true;
+  }
+
+#if TORCH_VERSION_MAJOR >= 2
+  static c10::WarningHandler* get_handler() { return c10::WarningUtils::get_warning_handler(); }
+  static void set_handler(c10::WarningHandler* h) { c10::WarningUtils::set_warning_handler(h); }
+#else
+  static c10::WarningHandler* get_handler() { return c10::Warning::get_warning_handler(); }
+  static void set_handler(c10::WarningHandler* h) { c10::Warning::set_warning_handler(h); }
+#endif
+
+  std::mutex mutex_;
+  std::ostream* log_ = nullptr;
+  c10::WarningHandler* previous_ = nullptr;
+  bool installed_ = false;
+  std::set<std::string> seen_;
+};
+
+OncePerOpWarningHandler& warning_handler() {
+  static OncePerOpWarningHandler handler;
+  return handler;
+}
+
+uint64_t resolve_seed(const Config& config, const WorldInfo& world, bool& drawn) {
+  drawn = !config.debug.seed.has_value();
+  if (!drawn) return static_cast<uint64_t>(*config.debug.seed);
+  if (world.world_size > 1) {
+    throw ConfigError("debug.seed", "a multi-process run needs an explicit seed",
+                      "set debug.seed so every rank initializes the same weights");
+  }
+  std::random_device device;
+  uint64_t seed = (static_cast<uint64_t>(device()) << 31) ^ device();
+  return seed & ((1ull << 62) - 1);  // stays a positive TOML integer when written back
+}
+
+// CUBLAS_WORKSPACE_CONFIG must be in the environment before cuBLAS creates its first handle.
+void configure_cublas_workspace(bool deterministic, DeterminismRecord& r) {
+  const char* current = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  r.cublas_workspace_config = current ? current : "";
+  r.cublas_workspace_origin = current ? "kept from the environment" : "unset";
+  if (!deterministic) return;
+  if (!current) {
+    setenv("CUBLAS_WORKSPACE_CONFIG", kDeterministicCublasConfigs[0], 1);
+    r.cublas_workspace_config = kDeterministicCublasConfigs[0];
+    r.cublas_workspace_origin = "set by titan-train";
+    return;
+  }
+  for (const char* valid : kDeterministicCublasConfigs) {
+    if (r.cublas_workspace_config == valid) return;
+  }
+  throw ConfigError("environment variable CUBLAS_WORKSPACE_CONFIG",
+                    fmt::format("\"{}\" does not make cuBLAS deterministic; allowed values: "
+                                "\":4096:8\", \":16:8\"",
+                                r.cublas_workspace_config),
+                    "unset it (titan-train then sets :4096:8) or set one of the allowed values");
+}
+
+}  // namespace
+
+int64_t available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::optional<std::string> nondeterministic_op(const std::string& message) {
+  auto at = message.find(kNoDeterministicImpl);
+  if (at == std::string::npos) return std::nullopt;
+  auto start = message.rfind('\n', at);
+  start = start == std::string::npos ? 0 : start + 1;
+  return message.substr(start, at - start);
+}
+
+void raise_if_nondeterministic_op(const std::exception& error, int64_t step) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  auto op = nondeterministic_op(c10_error ? c10_error->what_without_backtrace() : error.what());
+  if (!op) return;
+  throw CheckFailure(
+      fmt::format("step {}: {} has no deterministic implementation and debug.deterministic = true",
+                  step, *op),
+      "set debug.deterministic_warn_only = true to log a warning instead, or debug.deterministic = false");
+}
+
+DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world, std::ostream& log) {
+  const auto& d = config.debug;
+  DeterminismRecord r;
+  r.rank = world.rank;
+  r.world_size = world.world_size;
+  configure_cublas_workspace(d.deterministic, r);  // first: it may refuse the run
+
+  r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
+  at::set_num_threads(static_cast<int>(r.cpu_threads));
+  r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));
+
+  r.seed = resolve_seed(config, world, r.seed_was_drawn);
+  torch::manual_seed(r.seed);  // the CPU generator and every CUDA device's
+
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(d.deterministic, d.deterministic_warn_only);
+  if (d.deterministic) {
+    ctx.setDeterministicCuDNN(true);
+    ctx.setBenchmarkCuDNN(false);
+  }
+  if (d.deterministic && d.deterministic_warn_only) warning_handler().install(log);
+  r.deterministic = ctx.deterministicAlgorithms();
+  r.deterministic_warn_only = ctx.deterministicAlgorithmsWarnOnly();
+  r.cudnn_deterministic = ctx.deterministicCuDNN();
+  r.cudnn_benchmark = ctx.benchmarkCuDNN();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  r.fill_uninitialized_memory = ctx.deterministicFillUninitializedMemory();
+#endif
+  return r;
+}
+
+std::string format_determinism_block(const DeterminismRecord& r, const std::string& device) {
+  auto line = [](const std::string& key, const std::string& value) {
+    return fmt::format("[determinism] {:<28} {}\n", key, value);
+  };
+  auto yes_no = [](bool b) { return std::string(b ? "true" : "false"); };
+  std::string out;
+  out += line("seed", fmt::format("{}{}", r.seed, r.seed_was_drawn ? " (drawn; set debug.seed to repeat)" : ""));
+  out += line("deterministic_algorithms", yes_no(r.deterministic));
+  out += line("deterministic_warn_only", yes_no(r.deterministic_warn_only));
+  out += line("cudnn.deterministic", yes_no(r.cudnn_deterministic));
+  out += line("cudnn.benchmark", yes_no(r.cudnn_benchmark));
+  out += line("CUBLAS_WORKSPACE_CONFIG", r.cublas_workspace_config.empty()
+                                             ? std::string("unset")
+                                             : fmt::format("{} ({})", r.cublas_workspace_config,
+                                                           r.cublas_workspace_origin));
+  out += line("fill_uninitialized_memory",
+              r.fill_uninitialized_memory ? yes_no(*r.fill_uninitialized_memory) + " (PyTorch default)"
+                                          : std::string("n/a (libtorch < 2.2)"));
+  out += line("cpu_threads", fmt::format("{} (OpenBLAS {})", r.cpu_threads,
+                                         r.blas_threads_set ? "matched" : "not OpenBLAS"));
+  out += line("device", device);
+  out += line("world_size", fmt::format("{} (rank {})", r.world_size, r.rank));
+  if (r.deterministic) out += "[determinism] deterministic algorithms enabled (expect some slowdown)\n";
+  return out;
+}
+
+}  // namespace titan

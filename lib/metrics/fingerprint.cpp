@@ -1,0 +1,112 @@
+#include "metrics/fingerprint.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "config/loader.h"
+#include "config/schema.h"
+#include "util/error.h"
+
+namespace titan {
+namespace {
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+
+uint64_t fnv1a_bytes(const unsigned char* data, size_t n, uint64_t h = kFnvOffset) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * kFnvPrime;
+  return h;
+}
+
+// FNV-1a over 64-bit words (then the tail bytes): one multiply per 8 bytes.
+uint64_t hash_buffer(const void* data, size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  uint64_t h = kFnvOffset ^ n;
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + 8 * i, 8);
+    h = (h ^ w) * kFnvPrime;
+  }
+  return fnv1a_bytes(bytes + 8 * words, n % 8, h);
+}
+
+uint64_t mix(uint64_t h) {  // splitmix64 finalizer
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+std::string hex_float(double v) { return fmt::format("{:a}", v); }
+
+}  // namespace
+
+uint64_t config_hash(const Config& config) {
+  Config copy = config;
+  std::string text;
+  for (auto& f : config_fields(copy)) {
+    if (f.excluded_from_hash) continue;
+    text += f.name() + "=" + (f.has_value() ? f.value_as_toml() : "unset") + "\n";
+  }
+  return fnv1a_bytes(reinterpret_cast<const unsigned char*>(text.data()), text.size());
+}
+
+uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (auto& t : tensors) host.push_back(t.detach().to(at::kCPU).contiguous());
+  std::vector<uint64_t> hashes(host.size());
+  at::parallel_for(0, static_cast<int64_t>(host.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) hashes[i] = hash_buffer(host[i].data_ptr(), host[i].nbytes());
+  });
+  uint64_t h = kFnvOffset;
+  for (uint64_t x : hashes) h = mix(h ^ x);
+  return h;
+}
+
+std::string FingerprintLog::format_header(const FingerprintHeader& header) {
+  const auto& d = header.determinism;
+  std::string out = "# titan-train fingerprint v1: diff two of these to compare runs bit for bit\n";
+  out += fmt::format("titan_train_version {}\n", TITAN_VERSION);
+  out += fmt::format("libtorch_version {}\n", TORCH_VERSION);
+  out += fmt::format("device {} \"{}\"\n", header.device_type, header.device_name);
+  out += fmt::format("config_hash {:016x}\n", header.config_hash);
+  out += fmt::format("seed {}\n", d.seed);
+  out += fmt::format("deterministic {}\n", d.deterministic);
+  out += fmt::format("deterministic_warn_only {}\n", d.deterministic_warn_only);
+  out += fmt::format("cudnn_deterministic {} cudnn_benchmark {}\n", d.cudnn_deterministic, d.cudnn_benchmark);
+  out += fmt::format("cublas_workspace_config {}\n",
+                     d.cublas_workspace_config.empty() ? "unset" : d.cublas_workspace_config);
+  out += fmt::format("cpu_threads {}\n", d.cpu_threads);
+  out += fmt::format("world_size {}\n", d.world_size);
+  return out;
+}
+
+std::string FingerprintLog::format_step(int64_t step, double loss, double grad_norm, double lr,
+                                        int64_t tokens_seen, std::optional<uint64_t> checksum) {
+  std::string line = fmt::format("step {} loss {} ({:.9g}) grad_norm {} ({:.9g}) lr {} tokens {}", step,
+                                 hex_float(loss), loss, hex_float(grad_norm), grad_norm,
+                                 hex_float(lr), tokens_seen);
+  if (checksum) line += fmt::format(" params {:016x}", *checksum);
+  return line;
+}
+
+FingerprintLog::FingerprintLog(const std::string& path, const FingerprintHeader& header)
+    : out_(path, std::ios::trunc), path_(path) {
+  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  out_ << format_header(header);
+  out_.flush();
+}
+
+void FingerprintLog::write_step(int64_t step, double loss, double grad_norm, double lr,
+                                int64_t tokens_seen, std::optional<uint64_t> checksum) {
+  out_ << format_step(step, loss, grad_norm, lr, tokens_seen, checksum) << '\n';
+  out_.flush();
+  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+}
+
+}  // namespace titan

@@ -1,0 +1,59 @@
+// <dump_folder>/fingerprint.log: only what two runs computing the same bits must share.
+//
+// A header (versions, device, config hash, seed, determinism flags, threads, world size) and
+// one line per step: loss and grad_norm as hex floats (exact bits) with a decimal for reading,
+// the lr, the tokens seen, and every fingerprint_freq steps a 64-bit checksum of all parameters
+// after the optimizer step. No timestamps, throughput or paths, so
+//   diff run_a/fingerprint.log run_b/fingerprint.log
+// is empty exactly when the two runs computed the same bits.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "determinism/determinism.h"
+
+namespace titan {
+
+// Hash of the resolved config, leaving out keys that cannot change the computation (outputs,
+// logging) and those the header records resolved (device, threads).
+uint64_t config_hash(const Config& config);
+
+// 64-bit checksum over the raw bytes of `tensors`, in order (each copied to the CPU first).
+// Word-wise FNV-1a per tensor, computed in parallel and combined in order: deterministic for
+// the same bits, independent of the thread count.
+uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
+
+struct FingerprintHeader {
+  std::string device_type;  // "cpu" / "cuda"
+  std::string device_name;  // CPU model or GPU name
+  uint64_t config_hash = 0;
+  DeterminismRecord determinism;
+};
+
+class FingerprintLog {
+ public:
+  // Truncates `path` and writes the header. Throws RuntimeFailure naming the path.
+  FingerprintLog(const std::string& path, const FingerprintHeader& header);
+
+  // One line per step, flushed.
+  void write_step(int64_t step, double loss, double grad_norm, double lr, int64_t tokens_seen,
+                  std::optional<uint64_t> params_checksum);
+
+  static std::string format_header(const FingerprintHeader& header);
+  static std::string format_step(int64_t step, double loss, double grad_norm, double lr,
+                                 int64_t tokens_seen, std::optional<uint64_t> params_checksum);
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+}  // namespace titan

@@ -1,0 +1,201 @@
+// The determinism controller: its record agrees with libtorch's global state, threads are set
+// for ATen and OpenBLAS, CUBLAS_WORKSPACE_CONFIG is validated, and an op without a deterministic
+// implementation fails with exit code 3 (or warns once per op with warn_only).
+#include "catch_torch.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "determinism/determinism.h"
+#include "test_util.h"
+#include "util/blas_threads.h"
+#include "util/error.h"
+
+using namespace titan;
+
+namespace {
+
+// Restores CUBLAS_WORKSPACE_CONFIG and libtorch's determinism flags after a test.
+struct GlobalStateGuard {
+  const char* saved = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  std::string value = saved ? saved : "";
+  ~GlobalStateGuard() {
+    if (saved) setenv("CUBLAS_WORKSPACE_CONFIG", value.c_str(), 1);
+    else unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    at::globalContext().setDeterministicAlgorithms(false, false);
+    at::globalContext().setDeterministicCuDNN(false);
+  }
+};
+
+Config seeded(int64_t seed = 5) {
+  Config c;
+  c.debug.seed = seed;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("determinism: the record agrees with libtorch's global state", "[determinism]") {
+  GlobalStateGuard guard;
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  std::ostringstream log;
+  Config c = seeded();
+  c.debug.deterministic = true;
+  c.debug.deterministic_warn_only = true;
+  auto r = make_deterministic(c, WorldInfo{}, log);
+  auto& ctx = at::globalContext();
+  CHECK(r.deterministic == ctx.deterministicAlgorithms());
+  CHECK(r.deterministic);
+  CHECK(r.deterministic_warn_only == ctx.deterministicAlgorithmsWarnOnly());
+  CHECK(r.deterministic_warn_only);
+  CHECK(r.cudnn_deterministic == ctx.deterministicCuDNN());
+  CHECK(r.cudnn_deterministic);
+  CHECK(r.cudnn_benchmark == ctx.benchmarkCuDNN());
+  CHECK_FALSE(r.cudnn_benchmark);
+  REQUIRE(std::getenv("CUBLAS_WORKSPACE_CONFIG") != nullptr);
+  CHECK(std::string(std::getenv("CUBLAS_WORKSPACE_CONFIG")) == ":4096:8");
+  CHECK(r.cublas_workspace_config == ":4096:8");
+  CHECK(r.cublas_workspace_origin == "set by titan-train");
+
+  c.debug.deterministic = false;
+  c.debug.deterministic_warn_only = false;
+  r = make_deterministic(c, WorldInfo{}, log);
+  CHECK_FALSE(ctx.deterministicAlgorithms());
+  CHECK_FALSE(r.deterministic);
+}
+
+TEST_CASE("determinism: a valid user CUBLAS_WORKSPACE_CONFIG is kept, an invalid one refused", "[determinism]") {
+  GlobalStateGuard guard;
+  std::ostringstream log;
+  Config c = seeded();
+  c.debug.deterministic = true;
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+  auto r = make_deterministic(c, WorldInfo{}, log);
+  CHECK(r.cublas_workspace_config == ":16:8");
+  CHECK(r.cublas_workspace_origin == "kept from the environment");
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0", 1);
+  CHECK_THROWS_AS(make_deterministic(c, WorldInfo{}, log), ConfigError);
+  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{}, log),
+                    Catch::Contains("\":0:0\"") && Catch::Contains("\":4096:8\", \":16:8\""));
+}
+
+TEST_CASE("determinism: invalid CUBLAS_WORKSPACE_CONFIG stops the binary with exit 2", "[determinism][cli]") {
+  auto r = test::run_titan_env("CUBLAS_WORKSPACE_CONFIG=bogus",
+                               "--model.flavor tiny --debug.deterministic --job.dump_folder " +
+                                   test::temp_dir("cublas"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("CUBLAS_WORKSPACE_CONFIG") && Catch::Contains("\"bogus\""));
+  CHECK_THAT(r.output, !Catch::Contains("step:"));
+}
+
+TEST_CASE("determinism: ATen and OpenBLAS get the same explicit thread count", "[determinism]") {
+  std::ostringstream log;
+  Config c = seeded();
+  c.training.cpu_threads = 1;
+  auto r = make_deterministic(c, WorldInfo{}, log);
+  CHECK(r.cpu_threads == 1);
+  CHECK(at::get_num_threads() == 1);
+  if (r.blas_threads_set) CHECK(blas_threads() == 1);  // OpenBLAS is the BLAS in use
+  c.training.cpu_threads = 0;                          // 0 = every core this process may use
+  r = make_deterministic(c, WorldInfo{}, log);
+  CHECK(r.cpu_threads == available_cores());
+  CHECK(at::get_num_threads() == available_cores());
+  if (r.blas_threads_set) CHECK(blas_threads() == available_cores());
+}
+
+TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-process needs one", "[determinism]") {
+  std::ostringstream log;
+  Config c = seeded(77);
+  auto r = make_deterministic(c, WorldInfo{}, log);
+  CHECK(r.seed == 77);
+  CHECK_FALSE(r.seed_was_drawn);
+  auto a = at::randn({4});
+  make_deterministic(c, WorldInfo{}, log);
+  CHECK(at::equal(a, at::randn({4})));
+  c.debug.seed.reset();
+  auto drawn = make_deterministic(c, WorldInfo{}, log);
+  CHECK(drawn.seed_was_drawn);
+  CHECK(drawn.seed < (1ull << 62));
+  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{1, 2, 1}, log), Catch::Contains("needs an explicit seed"));
+}
+
+TEST_CASE("determinism: the start block lists every setting, tagged", "[determinism]") {
+  GlobalStateGuard guard;
+  std::ostringstream log;
+  Config c = seeded(9);
+  c.debug.deterministic = true;
+  auto block = format_determinism_block(make_deterministic(c, WorldInfo{}, log), "cpu");
+  for (const char* key : {"seed", "deterministic_algorithms", "deterministic_warn_only", "cudnn.deterministic",
+                          "cudnn.benchmark", "CUBLAS_WORKSPACE_CONFIG", "fill_uninitialized_memory",
+                          "cpu_threads", "device", "world_size"}) {
+    CHECK_THAT(block, Catch::Contains(std::string("[determinism] ") + key));
+  }
+  CHECK_THAT(block, Catch::Contains("expect some slowdown"));
+}
+
+TEST_CASE("determinism: the op name is read from libtorch's message", "[determinism]") {
+  CHECK(nondeterministic_op("put_ does not have a deterministic implementation, but you set ...") == "put_");
+  CHECK_FALSE(nondeterministic_op("some other error").has_value());
+}
+
+TEST_CASE("determinism: warn_only logs each nondeterministic op once and continues", "[determinism]") {
+  GlobalStateGuard guard;
+  std::ostringstream log;
+  Config c = seeded();
+  c.debug.deterministic = true;
+  c.debug.deterministic_warn_only = true;
+  make_deterministic(c, WorldInfo{}, log);
+  auto t = at::zeros({4});
+  auto index = at::tensor({0, 1}, at::kLong);
+  for (int i = 0; i < 3; ++i) t.put_(index, at::ones({2}), /*accumulate=*/false);  // no deterministic kernel
+  CHECK(at::equal(t, at::tensor({1.0f, 1.0f, 0.0f, 0.0f})));
+  std::string text = log.str();
+  CHECK_THAT(text, Catch::Contains("put_ has no deterministic implementation") &&
+                       Catch::Contains("deterministic_warn_only"));
+  CHECK(text.find("put_") == text.rfind("put_"));  // once, not three times
+}
+
+TEST_CASE("determinism: without warn_only the same op raises libtorch's error", "[determinism]") {
+  GlobalStateGuard guard;
+  std::ostringstream log;
+  Config c = seeded();
+  c.debug.deterministic = true;
+  make_deterministic(c, WorldInfo{}, log);
+  auto t = at::zeros({4});
+  try {
+    t.put_(at::tensor({0}, at::kLong), at::ones({1}), false);
+    FAIL("no error");
+  } catch (const c10::Error& e) {
+    CHECK(nondeterministic_op(e.what_without_backtrace()) == "put_");
+  }
+}
+
+TEST_CASE("determinism: a nondeterministic op under deterministic = true exits with code 3", "[determinism]") {
+  GlobalStateGuard guard;
+  std::ostringstream log;
+  Config c = seeded();
+  c.debug.deterministic = true;
+  make_deterministic(c, WorldInfo{}, log);
+  auto t = at::zeros({4});
+  try {
+    with_determinism_check(7, [&] { t.put_(at::tensor({0}, at::kLong), at::ones({1}), false); });
+    FAIL("no error");
+  } catch (...) {
+    std::ostringstream err;
+    CHECK(report_current_exception(err) == kExitCheckFailed);
+    CHECK_THAT(err.str(), Catch::Contains("check failed: step 7: put_ has no deterministic implementation") &&
+                              Catch::Contains("hint: set debug.deterministic_warn_only = true"));
+  }
+  // Other errors keep their own exit code.
+  try {
+    with_determinism_check(1, [] { throw RuntimeFailure("disk full"); });
+  } catch (...) {
+    std::ostringstream err;
+    CHECK(report_current_exception(err) == kExitRuntimeError);
+  }
+}
