@@ -19,6 +19,7 @@ struct JobConfig {
 struct ModelConfig {
   std::string name = "llama3";
   std::string flavor = "debugmodel";
+  double dropout = 0.0;
 };
 
 struct TrainingConfig {
@@ -66,7 +67,7 @@ struct CheckpointConfig {
 };
 
 struct ActivationCheckpointConfig {
-  std::string mode = "none";
+  std::string mode = "selective";
   std::string selective_ac_option = "2";
   bool preserve_rng_state = true;
   std::string determinism_check = "default";

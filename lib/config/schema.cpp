@@ -67,6 +67,9 @@ std::vector<FieldSpec> config_fields(Config& c) {
       with_choices(field("model", "name", &c.model.name, "Model family"), {"llama3"}),
       with_choices(field("model", "flavor", &c.model.flavor, "Model size"),
                    {"tiny", "debugmodel", "1B", "8B", "70B", "405B"}),
+      at_least(field("model", "dropout", &c.model.dropout,
+                     "Dropout probability on the attention and FFN outputs (training only)"),
+               0, 0.99),
 
       at_least(field("training", "local_batch_size", &t.local_batch_size,
                      "Sequences per micro-batch on each rank"), 1),

@@ -105,7 +105,7 @@ at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
 }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
-    : layer_id_(layer_id) {
+    : layer_id_(layer_id), dropout_(args.dropout) {
   attention = register_module("attention", Attention(args));
   feed_forward = register_module("feed_forward", FeedForward(args.dim, args.ffn_hidden_dim()));
   attention_norm = register_module("attention_norm", RMSNorm(args.dim, args.norm_eps));
@@ -113,8 +113,8 @@ TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& ar
 }
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const at::Tensor& freqs_cis) {
-  auto h = x + attention(attention_norm(x), freqs_cis);
-  return h + feed_forward(ffn_norm(h));
+  auto h = x + at::dropout(attention(attention_norm(x), freqs_cis), dropout_, is_training());
+  return h + at::dropout(feed_forward(ffn_norm(h)), dropout_, is_training());
 }
 
 void TransformerBlockImpl::init_weights(double weight_init_std) {
@@ -138,6 +138,7 @@ TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
   for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
   norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
   output = register_module("output", linear(args.dim, args.vocab_size));
+  runners_.resize(args.n_layers);
   freqs_cis_ = register_buffer(
       "freqs_cis", precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta,
                                         args.rope_scaling));
@@ -147,10 +148,17 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
               " exceeds the RoPE table (", args_.max_seq_len, ")");
   auto h = tok_embeddings(tokens);  // (B, T, D)
-  for (const auto& layer : *layers) {
-    h = layer->as<TransformerBlock>()->forward(h, freqs_cis_);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    // Shared ownership: a checkpointed block's function lives until its backward.
+    auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(i));
+    BlockFunction run = [block, freqs = freqs_cis_](const at::Tensor& x) { return block->forward(x, freqs); };
+    h = runners_[i] ? runners_[i](run, h) : run(h);
   }
   return output(norm(h));  // (B, T, V)
+}
+
+void TransformerImpl::set_block_runner(int64_t layer, BlockRunner runner) {
+  runners_.at(layer) = std::move(runner);
 }
 
 void TransformerImpl::init_weights() {

@@ -11,6 +11,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
+#include <vector>
+
 #include "model/model_args.h"
 
 namespace titan {
@@ -68,8 +71,14 @@ class TransformerBlockImpl : public torch::nn::Module {
 
  private:
   int64_t layer_id_;
+  double dropout_;
 };
 TORCH_MODULE(TransformerBlock);
+
+// Runs a block on its input. The default calls it directly; activation checkpointing replaces
+// the runner of the blocks it wraps (see lib/ac).
+using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
+using BlockRunner = std::function<at::Tensor(const BlockFunction& block, const at::Tensor& x)>;
 
 class TransformerImpl : public torch::nn::Module {
  public:
@@ -80,6 +89,9 @@ class TransformerImpl : public torch::nn::Module {
   void init_weights();
   const ModelArgs& args() const { return args_; }
 
+  // Runs block `layer` through `runner` from now on (an empty runner restores the default).
+  void set_block_runner(int64_t layer, BlockRunner runner);
+
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
@@ -88,6 +100,7 @@ class TransformerImpl : public torch::nn::Module {
  private:
   ModelArgs args_;
   at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
+  std::vector<BlockRunner> runners_;
 };
 TORCH_MODULE(Transformer);
 

@@ -29,6 +29,7 @@ struct ModelArgs {
   RopeScaling rope_scaling;
   int64_t max_seq_len = 2048;  // RoPE table length; the trainer sets it to training.seq_len
   bool depth_init = true;      // wo/w2/w3 std shrinks with the layer index
+  double dropout = 0.0;        // on the attention and FFN outputs, in training mode only
 
   int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
   int64_t head_dim() const { return dim / n_heads; }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <ostream>
 
+#include "ac/apply.h"
 #include "config/loader.h"
 #include "metrics/device_stats.h"
 #include "util/error.h"
@@ -22,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 ModelArgs model_args_for(const Config& config) {
   ModelArgs args = model_args_for_flavor(config.model.flavor);
   args.max_seq_len = config.training.seq_len;
+  args.dropout = config.model.dropout;
   return args;
 }
 
@@ -96,6 +98,8 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   model_->to(device_);
   model_->init_weights();
   model_->train();
+  ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
+  checkpointed_blocks_ = apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   flops_per_token_ = flops_per_token(args_, t.seq_len);
@@ -126,6 +130,16 @@ void Trainer::log_start() const {
   log_ << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
                       flops_per_token_, peak_flops_ / 1e9, device_.is_cpu() ? " (measured sgemm)" : "",
                       config_.job.dump_folder);
+  const auto& ac = config_.activation_checkpoint;
+  if (checkpointed_blocks_.empty()) {
+    log_ << "[titan] activation checkpointing: off\n";
+  } else {
+    log_ << fmt::format("[titan] activation checkpointing: mode {}{}, preserve_rng_state {}, "
+                        "determinism_check {}, debug {}\n",
+                        ac.mode, ac.mode == "selective" ? " every " + ac.selective_ac_option : "",
+                        ac.preserve_rng_state, ac.determinism_check, ac.debug);
+    for (const auto& name : checkpointed_blocks_) log_ << "[titan]   checkpointing " << name << "\n";
+  }
   log_.flush();
 }
 
@@ -138,6 +152,7 @@ StepResult Trainer::train_step() {
   options.autocast_bf16 = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
   options.max_norm = t.max_norm;
   const int64_t step = ++step_;
+  ac_context_->step = step;
   const double lr = config_.optimizer.lr * schedule_.factor(step);
   StepResult result = with_determinism_check(
       step, [&] { return run_step(model_, *optimizer_, params_, micro_batches, lr, options); });

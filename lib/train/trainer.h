@@ -9,6 +9,7 @@
 
 #include <c10/core/Device.h>
 
+#include "ac/checkpoint.h"
 #include "config/config.h"
 #include "data/loader.h"
 #include "determinism/determinism.h"
@@ -68,6 +69,8 @@ class Trainer {
   LRSchedule schedule_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<FingerprintLog> fingerprint_;
+  std::shared_ptr<CheckpointContext> ac_context_ = std::make_shared<CheckpointContext>();
+  std::vector<std::string> checkpointed_blocks_;
   double checksum_seconds_ = 0;
   int64_t grad_accum_steps_ = 1;
   int64_t step_ = 0;

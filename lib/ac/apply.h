@@ -1,0 +1,26 @@
+// Applying [activation_checkpoint] to a Transformer: which blocks are wrapped, and how.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ac/checkpoint.h"
+#include "config/config.h"
+#include "model/llama.h"
+
+namespace titan {
+
+// The layer indices `mode` wraps among n_layers, as torchtitan chooses them: every block for
+// "full"; for "selective" with option N, the blocks whose 1-based position is a multiple of N
+// (N = 2 on 6 layers: layers.1, layers.3, layers.5); none for "none".
+// Requires: the config was validated (option is a positive integer).
+std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config, int64_t n_layers);
+
+// Routes the chosen blocks of `model` through checkpoint() with the config's options, sharing
+// `context` (step, debug folder). Returns the wrapped blocks' names ("layers.1", ...).
+std::vector<std::string> apply_activation_checkpointing(Transformer& model,
+                                                        const ActivationCheckpointConfig& config,
+                                                        std::shared_ptr<CheckpointContext> context);
+
+}  // namespace titan

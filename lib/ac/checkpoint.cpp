@@ -1,0 +1,178 @@
+#include "ac/checkpoint.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Generator.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/autograd.h>
+#include <torch/custom_class.h>
+
+#include <mutex>
+#include <optional>
+
+#include "ac/op_trace.h"
+#include "ac/recompute_check.h"
+#include "train/autocast.h"
+
+namespace titan {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Generator states of the CPU and of the CUDA device the block ran on.
+struct RngStates {
+  at::Tensor cpu;
+  std::optional<c10::Device> cuda_device;
+  at::Tensor cuda;
+};
+
+at::Generator generator_for(const c10::Device& device) {
+  if (device.is_cpu()) return at::detail::getDefaultCPUGenerator();
+  return at::globalContext().defaultGenerator(device);
+}
+
+at::Tensor get_state(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_state(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+RngStates capture_rng(const at::Tensor& x) {
+  RngStates s;
+  s.cpu = get_state(generator_for(c10::Device(c10::kCPU)));
+  if (x.is_cuda()) {
+    s.cuda_device = x.device();
+    s.cuda = get_state(generator_for(x.device()));
+  }
+  return s;
+}
+
+void restore_rng(const RngStates& s) {
+  set_state(generator_for(c10::Device(c10::kCPU)), s.cpu);
+  if (s.cuda_device) set_state(generator_for(*s.cuda_device), s.cuda);
+}
+
+// Sets the forward's RNG states for the recomputation and puts the surrounding ones back after
+// (torch.random.fork_rng semantics).
+class ForkedRng {
+ public:
+  ForkedRng(const RngStates& forward, const at::Tensor& x) : surrounding_(capture_rng(x)) {
+    restore_rng(forward);
+  }
+  ~ForkedRng() { restore_rng(surrounding_); }
+
+ private:
+  RngStates surrounding_;
+};
+
+bool cuda_autocast_enabled() {
+#ifdef TITAN_DEVICE_GENERIC_AUTOCAST
+  return at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_enabled();
+#endif
+}
+
+at::ScalarType cuda_autocast_dtype() {
+#ifdef TITAN_DEVICE_GENERIC_AUTOCAST
+  return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+  return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+// Everything the backward needs, owned by the autograd graph.
+struct CheckpointState : torch::CustomClassHolder {
+  BlockFn block;
+  CheckpointOptions options;
+  std::optional<RngStates> rng;
+  bool autocast = false;
+  at::ScalarType autocast_dtype = at::kBFloat16;
+  OpTrace forward_trace;
+  uint64_t forward_output_checksum = 0;
+};
+
+[[maybe_unused]] const auto kRegistered = torch::class_<CheckpointState>("titan", "CheckpointState");
+
+// Runs the block while recording its ops when the check needs them.
+at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace) {
+  trace.checksums = s.options.check == DeterminismCheck::kBitwise;
+  trace.capture_inputs = s.options.debug;
+  if (s.options.check == DeterminismCheck::kNone) return s.block(x);
+  TraceRecorder recorder(trace);
+  TraceRecorder::name_tensor(trace, x);
+  return s.block(x);
+}
+
+struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
+  static variable_list forward(AutogradContext* ctx, at::Tensor x,
+                               c10::intrusive_ptr<CheckpointState> state) {
+    if (state->options.preserve_rng_state) state->rng = capture_rng(x);
+    state->autocast = cuda_autocast_enabled();
+    state->autocast_dtype = cuda_autocast_dtype();
+    // Grad is off here (Function::apply), so no activations are kept.
+    at::Tensor out = run_recorded(*state, x, state->forward_trace);
+    if (state->options.check == DeterminismCheck::kBitwise) {
+      state->forward_output_checksum = tensor_checksum(out);
+    }
+    ctx->save_for_backward({x});
+    ctx->saved_data["state"] = state;
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto state = ctx->saved_data["state"].toCustomClass<CheckpointState>();
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    at::Tensor out;
+    OpTrace recompute_trace;
+    {
+      std::optional<ForkedRng> rng;
+      if (state->rng) rng.emplace(*state->rng, x);
+      CudaAutocastScope autocast(state->autocast, state->autocast_dtype);
+      at::AutoGradMode enable_grad(true);
+      out = run_recorded(*state, x, recompute_trace);
+    }
+    check_recompute(*state, recompute_trace, out);
+    torch::autograd::backward({out}, {grad_outputs[0]});
+    return {x.grad(), at::Tensor()};
+  }
+
+  static void check_recompute(const CheckpointState& s, const OpTrace& recomputed, const at::Tensor& out) {
+    if (s.options.check == DeterminismCheck::kNone) return;
+    RecomputeComparison c;
+    c.block_name = s.options.block_name;
+    c.step = s.options.context->step.load();
+    c.check = s.options.check;
+    c.forward = &s.forward_trace;
+    c.recompute = &recomputed;
+    if (s.options.check == DeterminismCheck::kBitwise) {
+      c.forward_output_checksum = s.forward_output_checksum;
+      c.recompute_output_checksum = tensor_checksum(out.detach());
+    }
+    c.debug = s.options.debug;
+    c.debug_dir = s.options.context->debug_dir;
+    raise_on_mismatch(c);
+  }
+};
+
+}  // namespace
+
+DeterminismCheck parse_determinism_check(const std::string& name) {
+  if (name == "none") return DeterminismCheck::kNone;
+  if (name == "bitwise") return DeterminismCheck::kBitwise;
+  return DeterminismCheck::kDefault;
+}
+
+at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options) {
+  if (!at::GradMode::is_enabled() || !x.requires_grad()) return block(x);
+  auto state = c10::make_intrusive<CheckpointState>();
+  state->block = block;
+  state->options = options;
+  return CheckpointFunction::apply(x, state)[0];
+}
+
+}  // namespace titan

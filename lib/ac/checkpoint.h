@@ -1,0 +1,60 @@
+// Activation checkpointing for C++: a custom autograd Function that runs a block without
+// keeping its activations and recomputes it inside the backward pass (reentrant backward),
+// plus the recompute checker that proves the recomputation matched the forward.
+//
+// libtorch has no C++ checkpoint API and its saved-tensor hooks are Python-only, hence the
+// reentrant design, as torch.utils.checkpoint(use_reentrant=True): the forward runs the block
+// and keeps only its input; the backward re-enables grad, recomputes from that input under the
+// forward's RNG and autocast state, back-propagates the incoming gradient through the
+// recomputation (parameters' gradients accumulate as usual) and returns the input's gradient.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "util/error.h"
+
+namespace titan {
+
+using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
+
+enum class DeterminismCheck {
+  kNone,     // no comparison
+  kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
+  kBitwise,  // also every op output's bits (checksums) and the block output's
+};
+
+DeterminismCheck parse_determinism_check(const std::string& name);  // "none" | "default" | "bitwise"
+
+// State shared by all checkpointed blocks of a run: the step (for messages) and where debug
+// traces go.
+struct CheckpointContext {
+  std::atomic<int64_t> step{0};
+  std::string debug_dir;  // <dump_folder>/ac_debug
+};
+
+struct CheckpointOptions {
+  std::string block_name = "block";  // "layers.3"
+  bool preserve_rng_state = true;
+  DeterminismCheck check = DeterminismCheck::kDefault;
+  bool debug = false;  // on a mismatch, print both op traces and write them to debug_dir
+  std::shared_ptr<CheckpointContext> context = std::make_shared<CheckpointContext>();
+};
+
+// The forward and the recomputation of a block did not compute the same thing (exit code 3).
+class RecomputeMismatch : public CheckFailure {
+ public:
+  using CheckFailure::CheckFailure;
+};
+
+// block(x) with activation checkpointing. When grad is disabled or x does not require grad,
+// simply runs block(x). Requires: `block` depends only on x, its parameters and RNG (anything it
+// captures must stay alive until the backward). Throws RecomputeMismatch from the backward when
+// the check finds a difference.
+at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options);
+
+}  // namespace titan

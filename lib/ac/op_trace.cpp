@@ -1,0 +1,181 @@
+#include "ac/op_trace.h"
+
+#include <ATen/record_function.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace titan {
+namespace {
+
+thread_local OpTrace* tls_trace = nullptr;
+
+uint64_t fnv1a_words(const void* data, size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ull ^ n;
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + 8 * i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (size_t i = 8 * words; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;  // avalanche: every output bit depends on every
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;  // input bit, not just the lower ones
+  return h ^ (h >> 31);
+}
+
+// Ops whose outputs are uninitialized memory: their bytes legitimately differ between runs.
+bool returns_uninitialized(const char* name) {
+  for (const char* prefix : {"aten::empty", "aten::new_empty", "aten::resize", "aten::_resize", "aten::set_"}) {
+    if (std::strncmp(name, prefix, std::strlen(prefix)) == 0) return true;
+  }
+  return false;
+}
+
+int64_t id_of(OpTrace& trace, const at::Tensor& t) {
+  auto it = trace.ids.find(t.unsafeGetTensorImpl());
+  return it == trace.ids.end() ? -1 : it->second;
+}
+
+// In-place ops (ATen's trailing underscore) write new values into an input.
+bool is_in_place(const char* name) {
+  size_t n = std::strlen(name);
+  return n > 0 && name[n - 1] == '_';
+}
+
+// What the end callback needs to know about an op's tensor inputs (inputs are only readable in
+// the start callback).
+struct InputInfo : public at::ObserverContext {
+  std::vector<int64_t> ids;                     // debug mode
+  std::vector<const c10::StorageImpl*> storages;  // checksum mode
+};
+
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
+  OpTrace* trace = tls_trace;
+  if (!trace || !(trace->capture_inputs || trace->checksums)) return nullptr;
+  auto ctx = std::make_unique<InputInfo>();
+  for (const auto& input : fn.inputs()) {
+    if (!input.isTensor() || !input.toTensor().defined()) continue;
+    const auto& t = input.toTensor();
+    if (trace->capture_inputs) ctx->ids.push_back(id_of(*trace, t));
+    if (trace->checksums && t.has_storage()) ctx->storages.push_back(t.storage().unsafeGetStorageImpl());
+  }
+  return ctx;
+}
+
+// Whether an output's bytes are values this op computed: not uninitialized memory (empty*),
+// and not one of its inputs handed back unchanged (views, no-op to/contiguous/resolve_conj,
+// which may even be an output buffer not yet written). In-place ops do compute their input.
+bool holds_computed_values(const OpRecord& record, const at::Tensor& t, const InputInfo* inputs) {
+  if (!t.is_contiguous() || returns_uninitialized(record.name)) return false;
+  if (is_in_place(record.name) || !inputs || !t.has_storage()) return true;
+  const auto* storage = t.storage().unsafeGetStorageImpl();
+  return std::find(inputs->storages.begin(), inputs->storages.end(), storage) == inputs->storages.end();
+}
+
+void add_output(OpTrace& trace, OpRecord& record, const at::Tensor& t, const InputInfo* inputs) {
+  if (!t.defined()) return;
+  OutputMeta meta;
+  meta.dtype = t.scalar_type();
+  meta.device = t.device();
+  meta.sizes.assign(t.sizes().begin(), t.sizes().end());
+  if (trace.checksums && holds_computed_values(record, t, inputs)) {
+    meta.hashed = true;
+    meta.checksum = tensor_checksum(t);
+  }
+  if (trace.capture_inputs) {
+    meta.id = trace.next_id++;
+    trace.ids[t.unsafeGetTensorImpl()] = meta.id;
+  }
+  record.outputs.push_back(std::move(meta));
+}
+
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  OpTrace* trace = tls_trace;
+  if (!trace) return;
+  tls_trace = nullptr;  // the checksum's own ops must not be recorded
+  OpRecord record;
+  record.name = fn.name();
+  auto* inputs = static_cast<InputInfo*>(ctx);
+  for (const auto& output : fn.outputs()) {
+    if (output.isTensor()) {
+      add_output(*trace, record, output.toTensor(), inputs);
+    } else if (output.isTensorList()) {
+      for (const auto& t : output.toTensorList()) add_output(*trace, record, t, inputs);
+    }
+  }
+  if (inputs) record.input_ids = std::move(inputs->ids);
+  trace->ops.push_back(std::move(record));
+  tls_trace = trace;
+}
+
+std::string dtype_abbreviation(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "f32";
+    case at::kDouble: return "f64";
+    case at::kHalf: return "f16";
+    case at::kBFloat16: return "bf16";
+    case at::kLong: return "i64";
+    case at::kInt: return "i32";
+    case at::kShort: return "i16";
+    case at::kChar: return "i8";
+    case at::kByte: return "u8";
+    case at::kBool: return "b8";
+    case at::kComplexFloat: return "c64";
+    default: return c10::toString(t);
+  }
+}
+
+}  // namespace
+
+uint64_t tensor_checksum(const at::Tensor& t) {
+  at::DisableRecordFunctionGuard no_recording;
+  at::Tensor host = t.device().is_cpu() ? t : t.to(at::kCPU);
+  if (!host.is_contiguous()) host = host.contiguous();
+  return fnv1a_words(host.data_ptr(), host.nbytes());
+}
+
+std::string describe_meta(const OutputMeta& m) {
+  std::string sizes;
+  for (size_t i = 0; i < m.sizes.size(); ++i) sizes += (i ? ", " : "") + std::to_string(m.sizes[i]);
+  std::string device = m.device.is_cpu() ? "" : " @" + m.device.str();
+  return fmt::format("{}[{}]{}", dtype_abbreviation(m.dtype), sizes, device);
+}
+
+std::string OpTrace::format_line(size_t index) const {
+  const OpRecord& op = ops.at(index);
+  std::string lhs;
+  for (const auto& out : op.outputs) {
+    if (!lhs.empty()) lhs += ", ";
+    lhs += out.id >= 0 ? fmt::format("${}: {}", out.id, describe_meta(out)) : describe_meta(out);
+    if (out.hashed) lhs += fmt::format(" #{:016x}", out.checksum);
+  }
+  std::string args;
+  for (size_t i = 0; i < op.input_ids.size(); ++i) {
+    args += (i ? ", " : "") + (op.input_ids[i] >= 0 ? "$" + std::to_string(op.input_ids[i]) : std::string("?"));
+  }
+  return fmt::format("{}: {} = {}({})", index, lhs.empty() ? "()" : lhs, op.name, args);
+}
+
+TraceRecorder::TraceRecorder(OpTrace& trace) : previous_(tls_trace) {
+  auto callback = at::RecordFunctionCallback(on_op_start, on_op_end)
+                      .needsInputs(trace.capture_inputs || trace.checksums)
+                      .needsOutputs(true)
+                      .scopes({at::RecordScope::FUNCTION});
+  handle_ = at::addThreadLocalCallback(callback);
+  tls_trace = &trace;
+}
+
+TraceRecorder::~TraceRecorder() {
+  tls_trace = previous_;
+  at::removeCallback(handle_);
+}
+
+void TraceRecorder::name_tensor(OpTrace& trace, const at::Tensor& t) {
+  if (!trace.capture_inputs) return;
+  trace.ids[t.unsafeGetTensorImpl()] = trace.next_id++;
+}
+
+}  // namespace titan

@@ -1,0 +1,69 @@
+// Recording the ATen ops a block runs, for the recompute checker.
+//
+// A TraceRecorder installs a thread-local at::RecordFunction callback for its lifetime and
+// appends one OpRecord per op that finishes on this thread (post-order: an op's inner ops come
+// before it). The hot path keeps only metadata: the op name pointer (no strings are built), and
+// per tensor output its dtype, device and sizes, plus, in checksum mode, a 64-bit hash of its
+// bytes. Input tensor ids are captured only when asked (debug traces).
+// Files using at::RecordFunction must be compiled with NDEBUG (libtorch's struct layout).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace titan {
+
+struct OutputMeta {
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::SmallVector<int64_t, 4> sizes;
+  bool hashed = false;    // checksum mode, and the output holds values of its own
+  uint64_t checksum = 0;  // of the output's bytes, when hashed
+  int64_t id = -1;        // debug mode: "$id" in traces
+};
+
+struct OpRecord {
+  const char* name = "";  // libtorch's op name, e.g. "aten::mm" (static storage)
+  c10::SmallVector<OutputMeta, 1> outputs;
+  std::vector<int64_t> input_ids;  // debug mode: ids of tensor inputs (-1: not seen before)
+};
+
+struct OpTrace {
+  std::vector<OpRecord> ops;
+  bool checksums = false;       // hash op outputs (bitwise mode)
+  bool capture_inputs = false;  // remember tensor identities (debug mode)
+  std::unordered_map<const void*, int64_t> ids;  // TensorImpl -> $id, debug mode only
+  int64_t next_id = 0;
+
+  // "$3: f32[4, 512, 256] = aten::mm($1, $2)"
+  std::string format_line(size_t index) const;
+};
+
+// Records ops run on this thread into `trace` while alive. Not reentrant on one thread.
+class TraceRecorder {
+ public:
+  explicit TraceRecorder(OpTrace& trace);
+  ~TraceRecorder();
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  // Gives `t` an id in the trace (debug mode), e.g. the block's input before it runs.
+  static void name_tensor(OpTrace& trace, const at::Tensor& t);
+
+ private:
+  uint64_t handle_;
+  OpTrace* previous_;
+};
+
+// 64-bit hash of a tensor's bytes (copied to the CPU and made contiguous first if needed).
+uint64_t tensor_checksum(const at::Tensor& t);
+
+// "f32[4, 512, 256]"
+std::string describe_meta(const OutputMeta& meta);
+
+}  // namespace titan
