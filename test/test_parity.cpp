@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "ac/apply.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -108,9 +109,21 @@ void check_all(const std::vector<Mismatch>& results) {
 
 }  // namespace
 
+// Each test runs without activation checkpointing, with every block checkpointed, and with
+// torchtitan's selective every-2nd-block (layers.1 of 2): checkpointing must not change a bit.
+static ActivationCheckpointConfig ac_mode(const std::string& mode) {
+  ActivationCheckpointConfig c;
+  c.mode = mode;
+  c.determinism_check = "bitwise";
+  return c;
+}
+
 TEST_CASE("parity: logits, loss and every gradient match the PyTorch reference", "[parity]") {
   const auto& ref = reference();
+  const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
+  INFO("activation_checkpoint.mode = " << mode);
   Transformer model = reference_model(ref);
+  apply_activation_checkpointing(model, ac_mode(mode), std::make_shared<CheckpointContext>());
   const auto& inputs = ref.tensor("inputs");
   const auto& targets = ref.tensor("targets");
   auto logits = model->forward(inputs);
@@ -128,7 +141,10 @@ TEST_CASE("parity: logits, loss and every gradient match the PyTorch reference",
 
 TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the reference", "[parity]") {
   const auto& ref = reference();
+  const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
+  INFO("activation_checkpoint.mode = " << mode);
   Transformer model = reference_model(ref);
+  apply_activation_checkpointing(model, ac_mode(mode), std::make_shared<CheckpointContext>());
   auto params = model->parameters();
   OptimizerConfig opt_config;
   opt_config.lr = ref.number("lr");

@@ -10,6 +10,8 @@ namespace titan {
 namespace {
 
 thread_local OpTrace* tls_trace = nullptr;
+// Indices into tls_trace->ops of the ops that started and have not ended yet (innermost last).
+thread_local std::vector<size_t> tls_open_ops;
 
 uint64_t fnv1a_words(const void* data, size_t n) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -52,9 +54,16 @@ struct InputInfo : public at::ObserverContext {
   std::vector<const c10::StorageImpl*> storages;  // checksum mode
 };
 
+// Ops are recorded in the order they start (an op before the ops it calls), so the first
+// difference names the outermost op that differs, e.g. aten::narrow rather than the
+// aten::as_strided it calls. Outputs are filled in when the op ends.
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   OpTrace* trace = tls_trace;
-  if (!trace || !(trace->capture_inputs || trace->checksums)) return nullptr;
+  if (!trace) return nullptr;
+  tls_open_ops.push_back(trace->ops.size());
+  trace->ops.emplace_back();
+  trace->ops.back().name = fn.name();
+  if (!(trace->capture_inputs || trace->checksums)) return nullptr;
   auto ctx = std::make_unique<InputInfo>();
   for (const auto& input : fn.inputs()) {
     if (!input.isTensor() || !input.toTensor().defined()) continue;
@@ -94,10 +103,10 @@ void add_output(OpTrace& trace, OpRecord& record, const at::Tensor& t, const Inp
 
 void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   OpTrace* trace = tls_trace;
-  if (!trace) return;
+  if (!trace || tls_open_ops.empty()) return;
   tls_trace = nullptr;  // the checksum's own ops must not be recorded
-  OpRecord record;
-  record.name = fn.name();
+  OpRecord& record = trace->ops[tls_open_ops.back()];
+  tls_open_ops.pop_back();
   auto* inputs = static_cast<InputInfo*>(ctx);
   for (const auto& output : fn.outputs()) {
     if (output.isTensor()) {
@@ -107,7 +116,6 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     }
   }
   if (inputs) record.input_ids = std::move(inputs->ids);
-  trace->ops.push_back(std::move(record));
   tls_trace = trace;
 }
 
@@ -160,6 +168,7 @@ std::string OpTrace::format_line(size_t index) const {
 }
 
 TraceRecorder::TraceRecorder(OpTrace& trace) : previous_(tls_trace) {
+  tls_open_ops.clear();
   auto callback = at::RecordFunctionCallback(on_op_start, on_op_end)
                       .needsInputs(trace.capture_inputs || trace.checksums)
                       .needsOutputs(true)

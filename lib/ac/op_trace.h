@@ -1,8 +1,8 @@
 // Recording the ATen ops a block runs, for the recompute checker.
 //
 // A TraceRecorder installs a thread-local at::RecordFunction callback for its lifetime and
-// appends one OpRecord per op that finishes on this thread (post-order: an op's inner ops come
-// before it). The hot path keeps only metadata: the op name pointer (no strings are built), and
+// appends one OpRecord per op run on this thread, in the order ops start (an op before the ops
+// it calls), its outputs filled in when it ends. The hot path keeps only metadata: the op name pointer (no strings are built), and
 // per tensor output its dtype, device and sizes, plus, in checksum mode, a 64-bit hash of its
 // bytes. Input tensor ids are captured only when asked (debug traces).
 // Files using at::RecordFunction must be compiled with NDEBUG (libtorch's struct layout).
