@@ -1,5 +1,7 @@
 #include "ac/op_trace.h"
 
+#include "util/hash.h"
+
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
@@ -12,21 +14,6 @@ namespace {
 thread_local OpTrace* tls_trace = nullptr;
 // Indices into tls_trace->ops of the ops that started and have not ended yet (innermost last).
 thread_local std::vector<size_t> tls_open_ops;
-
-uint64_t fnv1a_words(const void* data, size_t n) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  uint64_t h = 0xcbf29ce484222325ull ^ n;
-  size_t words = n / 8;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t w;
-    std::memcpy(&w, bytes + 8 * i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-  }
-  for (size_t i = 8 * words; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;  // avalanche: every output bit depends on every
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;  // input bit, not just the lower ones
-  return h ^ (h >> 31);
-}
 
 // Ops whose outputs are uninitialized memory: their bytes legitimately differ between runs.
 bool returns_uninitialized(const char* name) {
@@ -60,9 +47,11 @@ struct InputInfo : public at::ObserverContext {
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   OpTrace* trace = tls_trace;
   if (!trace) return nullptr;
+  const bool top_level = tls_open_ops.empty();
   tls_open_ops.push_back(trace->ops.size());
   trace->ops.emplace_back();
   trace->ops.back().name = fn.name();
+  trace->ops.back().top_level = top_level;
   if (!(trace->capture_inputs || trace->checksums)) return nullptr;
   auto ctx = std::make_unique<InputInfo>();
   for (const auto& input : fn.inputs()) {
@@ -78,7 +67,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 // and not one of its inputs handed back unchanged (views, no-op to/contiguous/resolve_conj,
 // which may even be an output buffer not yet written). In-place ops do compute their input.
 bool holds_computed_values(const OpRecord& record, const at::Tensor& t, const InputInfo* inputs) {
-  if (!t.is_contiguous() || returns_uninitialized(record.name)) return false;
+  if (!record.top_level || !t.is_contiguous() || returns_uninitialized(record.name)) return false;
   if (is_in_place(record.name) || !inputs || !t.has_storage()) return true;
   const auto* storage = t.storage().unsafeGetStorageImpl();
   return std::find(inputs->storages.begin(), inputs->storages.end(), storage) == inputs->storages.end();
@@ -142,7 +131,7 @@ uint64_t tensor_checksum(const at::Tensor& t) {
   at::DisableRecordFunctionGuard no_recording;
   at::Tensor host = t.device().is_cpu() ? t : t.to(at::kCPU);
   if (!host.is_contiguous()) host = host.contiguous();
-  return fnv1a_words(host.data_ptr(), host.nbytes());
+  return hash_bytes(host.data_ptr(), host.nbytes());
 }
 
 std::string describe_meta(const OutputMeta& m) {

@@ -58,6 +58,13 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device) {
   return {rss / kGiB, 100.0 * rss / device_memory_bytes(device)};
 }
 
+double current_rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
 double device_memory_bytes(const c10::Device& device) {
 #ifdef TITAN_WITH_CUDA
   if (device.is_cuda()) {

@@ -18,6 +18,9 @@ struct MemoryReading {
 // Reads the peak and, on CUDA, resets it so each log interval reports its own peak.
 MemoryReading read_and_reset_peak_memory(const c10::Device& device);
 
+// Resident set size of this process now, in bytes (/proc/self/statm).
+double current_rss_bytes();
+
 // Total memory of the device (RAM for the CPU), in bytes.
 double device_memory_bytes(const c10::Device& device);
 

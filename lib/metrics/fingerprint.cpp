@@ -10,36 +10,10 @@
 #include "config/loader.h"
 #include "config/schema.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 namespace titan {
 namespace {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-
-uint64_t fnv1a_bytes(const unsigned char* data, size_t n, uint64_t h = kFnvOffset) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * kFnvPrime;
-  return h;
-}
-
-// FNV-1a over 64-bit words (then the tail bytes): one multiply per 8 bytes.
-uint64_t hash_buffer(const void* data, size_t n) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  uint64_t h = kFnvOffset ^ n;
-  size_t words = n / 8;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t w;
-    std::memcpy(&w, bytes + 8 * i, 8);
-    h = (h ^ w) * kFnvPrime;
-  }
-  return fnv1a_bytes(bytes + 8 * words, n % 8, h);
-}
-
-uint64_t mix(uint64_t h) {  // splitmix64 finalizer
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
-}
 
 std::string hex_float(double v) { return fmt::format("{:a}", v); }
 
@@ -52,19 +26,15 @@ uint64_t config_hash(const Config& config) {
     if (f.excluded_from_hash) continue;
     text += f.name() + "=" + (f.has_value() ? f.value_as_toml() : "unset") + "\n";
   }
-  return fnv1a_bytes(reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  return hash_bytes(text.data(), text.size());
 }
 
 uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> host;
   host.reserve(tensors.size());
   for (auto& t : tensors) host.push_back(t.detach().to(at::kCPU).contiguous());
-  std::vector<uint64_t> hashes(host.size());
-  at::parallel_for(0, static_cast<int64_t>(host.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) hashes[i] = hash_buffer(host[i].data_ptr(), host[i].nbytes());
-  });
-  uint64_t h = kFnvOffset;
-  for (uint64_t x : hashes) h = mix(h ^ x);
+  uint64_t h = host.size();
+  for (const auto& t : host) h = hash_combine(h, hash_bytes(t.data_ptr(), t.nbytes()));
   return h;
 }
 

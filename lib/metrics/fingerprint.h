@@ -26,9 +26,8 @@ namespace titan {
 // logging) and those the header records resolved (device, threads).
 uint64_t config_hash(const Config& config);
 
-// 64-bit checksum over the raw bytes of `tensors`, in order (each copied to the CPU first).
-// Word-wise FNV-1a per tensor, computed in parallel and combined in order: deterministic for
-// the same bits, independent of the thread count.
+// 64-bit checksum over the raw bytes of `tensors`, in order (each copied to the CPU first):
+// deterministic for the same bits, independent of the thread count.
 uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
 
 struct FingerprintHeader {

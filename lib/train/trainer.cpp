@@ -194,6 +194,10 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
 
 TrainSummary Trainer::train() {
   TrainSummary summary;
+  if (step_ == 0 && device_.is_cpu()) {
+    // Baseline for activation memory (peak RSS minus this), used by scripts/bench_ac.sh.
+    log_ << fmt::format("[titan] rss before the first step: {:.3f} GiB\n", current_rss_bytes() / (1 << 30));
+  }
   const auto start = Clock::now();
   auto last_log = start;
   int64_t steps_since_log = 0;

@@ -1,0 +1,55 @@
+#include "util/hash.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <vector>
+
+namespace titan {
+namespace {
+
+constexpr uint64_t kPrime = 0x100000001b3ull;  // FNV-1a's 64-bit prime
+constexpr size_t kChunk = size_t(1) << 20;
+
+uint64_t avalanche(uint64_t h) {  // splitmix64 finalizer: every output bit depends on every input bit
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+// Four independent FNV-1a lanes over 8-byte words, so the multiplies overlap instead of
+// waiting on each other; then the tail bytes.
+uint64_t hash_chunk(const unsigned char* p, size_t n) {
+  uint64_t lane[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, n};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    for (int k = 0; k < 4; ++k) lane[k] = (lane[k] ^ w[k]) * kPrime;
+  }
+  uint64_t h = hash_combine(hash_combine(lane[0], lane[1]), hash_combine(lane[2], lane[3]));
+  for (; i < n; ++i) h = (h ^ p[i]) * kPrime;
+  return avalanche(h);
+}
+
+}  // namespace
+
+uint64_t hash_combine(uint64_t seed, uint64_t value) { return avalanche(seed ^ (value + 0x9e3779b97f4a7c15ull)); }
+
+uint64_t hash_bytes(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (n <= kChunk) return hash_chunk(p, n);
+  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+  std::vector<uint64_t> hashes(chunks);
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const size_t offset = static_cast<size_t>(c) * kChunk;
+      hashes[c] = hash_chunk(p + offset, std::min(kChunk, n - offset));
+    }
+  });
+  uint64_t h = n;
+  for (uint64_t x : hashes) h = hash_combine(h, x);
+  return h;
+}
+
+}  // namespace titan
