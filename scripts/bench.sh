@@ -2,6 +2,7 @@
 # Throughput benchmark: the debug model at seq_len 512, local_batch_size 4 on CPU, 2 warm-up
 # steps then 10 measured steps, side by side with a plain PyTorch-eager Python loop of the same
 # model and step (scripts/bench/eager_baseline.py) on the same libtorch (Debian python3-torch).
+# titan-train runs without activation checkpointing, like the baseline.
 # Prints tokens/s, MFU and peak RSS for titan-train, the baseline's tokens/s, and the ratio.
 # Usage: scripts/bench.sh [extra titan-train flags]
 set -euo pipefail
@@ -19,7 +20,8 @@ trap 'rm -rf "$out"' EXIT
 
 build/titan-train --config configs/debug_model.toml --training.seq_len 512 \
   --training.local_batch_size 4 --training.steps 12 --metrics.log_freq 2 \
-  --training.cpu_threads "$threads" --training.device cpu --job.dump_folder "$out/titan" "$@" \
+  --training.cpu_threads "$threads" --training.device cpu --activation_checkpoint.mode none \
+  --job.dump_folder "$out/titan" "$@" \
   > "$out/titan.log"
 
 "$PY" - "$out/titan/metrics.jsonl" <<'PYEOF' | tee "$out/titan.summary"
