@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
 
 namespace titan {
 namespace {
@@ -14,6 +18,21 @@ namespace {
 thread_local OpTrace* tls_trace = nullptr;
 // Indices into tls_trace->ops of the ops that started and have not ended yet (innermost last).
 thread_local std::vector<size_t> tls_open_ops;
+
+// A stable copy of an op name. Names of schema ops live as long as the op registry, but a
+// RecordFunction started with a plain string (e.g. "titan::causal_attention") owns its name and
+// frees it when the op ends. Lookup by string_view: no allocation once a name is known.
+const char* intern(const char* name) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string_view, std::unique_ptr<std::string>> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = names.find(std::string_view(name));
+  if (it != names.end()) return it->second->c_str();
+  auto owned = std::make_unique<std::string>(name);
+  const char* stable = owned->c_str();
+  names.emplace(std::string_view(*owned), std::move(owned));
+  return stable;
+}
 
 // Ops whose outputs are uninitialized memory: their bytes legitimately differ between runs.
 bool returns_uninitialized(const char* name) {
@@ -50,7 +69,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   const bool top_level = tls_open_ops.empty();
   tls_open_ops.push_back(trace->ops.size());
   trace->ops.emplace_back();
-  trace->ops.back().name = fn.name();
+  trace->ops.back().name = intern(fn.name());
   trace->ops.back().top_level = top_level;
   if (!(trace->capture_inputs || trace->checksums)) return nullptr;
   auto ctx = std::make_unique<InputInfo>();

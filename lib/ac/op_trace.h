@@ -2,12 +2,13 @@
 //
 // A TraceRecorder installs a thread-local at::RecordFunction callback for its lifetime and
 // appends one OpRecord per op run on this thread, in the order ops start (an op before the ops
-// it calls), its outputs filled in when it ends. Checksums cover the outputs of top-level ops
-// (those the block calls itself): an op nested inside one (mm inside matmul, bernoulli_ inside
-// dropout) is reflected in its caller's output, so hashing it again would only cost time; a
-// value difference is named by the outermost op whose output differs. The hot path keeps only metadata: the op name pointer (no strings are built), and
-// per tensor output its dtype, device and sizes, plus, in checksum mode, a 64-bit hash of its
-// bytes. Input tensor ids are captured only when asked (debug traces).
+// it calls), its outputs filled in when it ends. The hot path keeps only metadata: an interned
+// op name pointer (no strings are built), and per tensor output its dtype, device and sizes,
+// plus, in checksum mode, a 64-bit hash of its bytes. Checksums cover the outputs of top-level
+// ops (those the block calls itself): an op nested inside one (mm inside matmul, bernoulli_
+// inside dropout) is reflected in its caller's output, so hashing it again would only cost time,
+// and a value difference is named by the outermost op whose output differs. Input tensor ids
+// are captured only when asked (debug traces).
 // Files using at::RecordFunction must be compiled with NDEBUG (libtorch's struct layout).
 #pragma once
 
@@ -31,7 +32,7 @@ struct OutputMeta {
 };
 
 struct OpRecord {
-  const char* name = "";  // libtorch's op name, e.g. "aten::mm" (static storage)
+  const char* name = "";  // the op's name, e.g. "aten::mm" (interned: lives as long as the process)
   bool top_level = true;  // not called from inside another recorded op
   c10::SmallVector<OutputMeta, 1> outputs;
   std::vector<int64_t> input_ids;  // debug mode: ids of tensor inputs (-1: not seen before)

@@ -30,6 +30,7 @@ class OncePerOpWarningHandler : public c10::WarningHandler {
   void install(std::ostream& log) {
     std::lock_guard<std::mutex> lock(mutex_);
     log_ = &log;
+    seen_.clear();  // a new run logs each op once again
     if (installed_) return;
     previous_ = get_handler();
     set_handler(this);
