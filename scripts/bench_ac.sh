@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Activation checkpointing benchmark on CPU: the debug model at seq_len 1024, local_batch_size 4,
 # 2 warm-up + STEPS measured steps (default 4), for AC none, full, selective 2, and full with each
-# determinism_check. Reports mean step time and activation memory (peak RSS minus the RSS before
-# the first step), with the ratios the targets are stated in.
+# determinism_check, ROUNDS times each (default 1), interleaved so machine noise hits all alike.
+# Reports mean step time and activation memory (peak RSS minus the RSS before the first step),
+# with the ratios the targets are stated in.
 # Usage: scripts/bench_ac.sh [extra titan-train flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
 steps=${STEPS:-4}
+rounds=${ROUNDS:-1}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -20,23 +22,29 @@ run() {  # name, flags...
     --training.device cpu --debug.seed 1 --job.dump_folder "$out/$name" "$@" > "$out/$name.log"
 }
 
-run none --activation_checkpoint.mode none
-run full_check_none --activation_checkpoint.mode full --activation_checkpoint.determinism_check none
-run full_default --activation_checkpoint.mode full --activation_checkpoint.determinism_check default
-run full_bitwise --activation_checkpoint.mode full --activation_checkpoint.determinism_check bitwise
-run selective2 --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option 2 \
-  --activation_checkpoint.determinism_check default
+for r in $(seq "$rounds"); do
+  run "none-$r" --activation_checkpoint.mode none
+  run "full_check_none-$r" --activation_checkpoint.mode full --activation_checkpoint.determinism_check none
+  run "full_default-$r" --activation_checkpoint.mode full --activation_checkpoint.determinism_check default
+  run "full_bitwise-$r" --activation_checkpoint.mode full --activation_checkpoint.determinism_check bitwise
+  run "selective2-$r" --activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option 2 \
+    --activation_checkpoint.determinism_check default
+done
 
-python3 - "$out" <<'PYEOF'
+python3 - "$out" "$rounds" <<'PYEOF'
 import json, os, re, sys
-out = sys.argv[1]
-def stats(name):
+out, rounds = sys.argv[1], int(sys.argv[2])
+def one(name):
     rows = [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl"))]
-    step_s = sum(r["step_time_s"] for r in rows if r["step"] > 2) / len([r for r in rows if r["step"] > 2])
+    measured = [r["step_time_s"] for r in rows if r["step"] > 2]
     peak = max(r["memory_gib"] for r in rows)
     base = float(re.search(r"rss before the first step: ([0-9.]+) GiB", open(os.path.join(out, name + ".log")).read()).group(1))
     fp = [l for l in open(os.path.join(out, name, "fingerprint.log")) if l.startswith("step")]
-    return step_s, peak, peak - base, fp
+    return sum(measured) / len(measured), peak, peak - base, fp
+def stats(name):
+    runs = [one(f"{name}-{r}") for r in range(1, rounds + 1)]
+    mean = lambda i: sum(x[i] for x in runs) / len(runs)
+    return mean(0), mean(1), mean(2), runs[0][3]
 rows = {n: stats(n) for n in ["none", "selective2", "full_check_none", "full_default", "full_bitwise"]}
 print(f"{'config':<28}{'step ms':>9}{'peak RSS GiB':>14}{'activation GiB':>16}")
 labels = {"none": "none", "selective2": "selective 2 (default check)", "full_check_none": "full, check none",
