@@ -38,6 +38,18 @@ Config seeded(int64_t seed = 5) {
   return c;
 }
 
+// put_ without accumulate has no deterministic CPU kernel in libtorch.
+void run_nondeterministic_op() {
+  auto t = at::zeros({4});
+  t.put_(at::tensor({0}, at::kLong), at::ones({1}), /*accumulate=*/false);
+}
+
+void enable_strict_determinism(std::ostream& log) {
+  Config c = seeded();
+  c.debug.deterministic = true;
+  make_deterministic(c, WorldInfo{}, log);
+}
+
 }  // namespace
 
 TEST_CASE("determinism: the record agrees with libtorch's global state", "[determinism]") {
@@ -163,12 +175,9 @@ TEST_CASE("determinism: warn_only logs each nondeterministic op once and continu
 TEST_CASE("determinism: without warn_only the same op raises libtorch's error", "[determinism]") {
   GlobalStateGuard guard;
   std::ostringstream log;
-  Config c = seeded();
-  c.debug.deterministic = true;
-  make_deterministic(c, WorldInfo{}, log);
-  auto t = at::zeros({4});
+  enable_strict_determinism(log);
   try {
-    t.put_(at::tensor({0}, at::kLong), at::ones({1}), false);
+    run_nondeterministic_op();
     FAIL("no error");
   } catch (const c10::Error& e) {
     CHECK(nondeterministic_op(e.what_without_backtrace()) == "put_");
@@ -178,12 +187,9 @@ TEST_CASE("determinism: without warn_only the same op raises libtorch's error", 
 TEST_CASE("determinism: a nondeterministic op under deterministic = true exits with code 3", "[determinism]") {
   GlobalStateGuard guard;
   std::ostringstream log;
-  Config c = seeded();
-  c.debug.deterministic = true;
-  make_deterministic(c, WorldInfo{}, log);
-  auto t = at::zeros({4});
+  enable_strict_determinism(log);
   try {
-    with_determinism_check(7, [&] { t.put_(at::tensor({0}, at::kLong), at::ones({1}), false); });
+    with_determinism_check(7, run_nondeterministic_op);
     FAIL("no error");
   } catch (...) {
     std::ostringstream err;
