@@ -57,9 +57,19 @@ ModelArgs reference_args(const ReferenceState& ref) {
   return a;
 }
 
-// A model with the reference's weights. Every model parameter must have a reference record of
-// the same shape, and every reference parameter a model parameter.
-Transformer reference_model(const ReferenceState& ref) {
+// Each test runs without activation checkpointing, with every block checkpointed, and with
+// torchtitan's selective every-2nd-block (layers.1 of 2): checkpointing must not change a bit.
+ActivationCheckpointConfig ac_mode(const std::string& mode) {
+  ActivationCheckpointConfig c;
+  c.mode = mode;
+  c.determinism_check = "bitwise";
+  return c;
+}
+
+// A model with the reference's weights, its blocks checkpointed per `ac_mode`. Every model
+// parameter must have a reference record of the same shape, and every reference parameter a
+// model parameter.
+Transformer reference_model(const ReferenceState& ref, const std::string& ac_mode_name) {
   Transformer model(reference_args(ref));
   torch::NoGradGuard no_grad;
   size_t loaded = 0;
@@ -73,6 +83,7 @@ Transformer reference_model(const ReferenceState& ref) {
   size_t in_file = 0;
   for (auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
   REQUIRE(loaded == in_file);
+  apply_activation_checkpointing(model, ac_mode(ac_mode_name), std::make_shared<CheckpointContext>());
   return model;
 }
 
@@ -109,21 +120,11 @@ void check_all(const std::vector<Mismatch>& results) {
 
 }  // namespace
 
-// Each test runs without activation checkpointing, with every block checkpointed, and with
-// torchtitan's selective every-2nd-block (layers.1 of 2): checkpointing must not change a bit.
-static ActivationCheckpointConfig ac_mode(const std::string& mode) {
-  ActivationCheckpointConfig c;
-  c.mode = mode;
-  c.determinism_check = "bitwise";
-  return c;
-}
-
 TEST_CASE("parity: logits, loss and every gradient match the PyTorch reference", "[parity]") {
   const auto& ref = reference();
   const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
   INFO("activation_checkpoint.mode = " << mode);
-  Transformer model = reference_model(ref);
-  apply_activation_checkpointing(model, ac_mode(mode), std::make_shared<CheckpointContext>());
+  Transformer model = reference_model(ref, mode);
   const auto& inputs = ref.tensor("inputs");
   const auto& targets = ref.tensor("targets");
   auto logits = model->forward(inputs);
@@ -143,8 +144,7 @@ TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the ref
   const auto& ref = reference();
   const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
   INFO("activation_checkpoint.mode = " << mode);
-  Transformer model = reference_model(ref);
-  apply_activation_checkpointing(model, ac_mode(mode), std::make_shared<CheckpointContext>());
+  Transformer model = reference_model(ref, mode);
   auto params = model->parameters();
   OptimizerConfig opt_config;
   opt_config.lr = ref.number("lr");

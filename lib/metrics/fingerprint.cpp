@@ -1,6 +1,5 @@
 #include "metrics/fingerprint.h"
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/version.h>
 

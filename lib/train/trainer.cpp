@@ -80,6 +80,7 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   const int64_t data_parallel = 1;
   const int64_t global = t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
   grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
+  autocast_bf16_ = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
 
   check_model_fits(args_, config_.model.flavor, device_);
   source_ = make_token_source(t, determinism_.seed, t.seq_len + 1, args_.vocab_size);
@@ -112,13 +113,12 @@ Trainer::~Trainer() = default;
 void Trainer::log_start() const {
   const auto& t = config_.training;
   const int64_t tokens_per_step = grad_accum_steps_ * t.local_batch_size * t.seq_len;
-  bool autocast = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
   log_ << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
   log_ << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config_.model.name,
                       config_.model.flavor, with_thousands(args_.num_params()),
                       with_thousands(args_.num_params() - args_.num_embedding_params()));
   log_ << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(device_),
-                      determinism_.cpu_threads, autocast ? "bf16 autocast" : "float32",
+                      determinism_.cpu_threads, autocast_bf16_ ? "bf16 autocast" : "float32",
                       determinism_.seed, determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
   log_ << format_determinism_block(determinism_, fmt::format("{} {}", device_.str(), hardware_name(device_)));
   log_ << fmt::format("[titan] data: {}\n", source_->describe());
@@ -149,7 +149,7 @@ StepResult Trainer::train_step() {
   for (int64_t i = 0; i < grad_accum_steps_; ++i) micro_batches.push_back(loader_->next());
   StepOptions options;
   options.device = device_;
-  options.autocast_bf16 = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
+  options.autocast_bf16 = autocast_bf16_;
   options.max_norm = t.max_norm;
   const int64_t step = ++step_;
   ac_context_->step = step;

@@ -72,6 +72,7 @@ class Trainer {
   std::shared_ptr<CheckpointContext> ac_context_ = std::make_shared<CheckpointContext>();
   std::vector<std::string> checkpointed_blocks_;
   double checksum_seconds_ = 0;
+  bool autocast_bf16_ = false;  // CUDA with mixed_precision_param = "bfloat16"
   int64_t grad_accum_steps_ = 1;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
