@@ -29,7 +29,8 @@ class Reader {
     return p;
   }
   [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error(path_ + ": " + what + " (regenerate with scripts/reference/generate.sh)");
+    throw std::runtime_error(path_ + ": " + what +
+                             " (regenerate with scripts/reference/generate.sh)");
   }
   bool done() const { return pos_ == bytes_.size(); }
 
@@ -61,12 +62,15 @@ std::map<std::string, std::string> parse_config(const std::string& text) {
 
 ReferenceState load_reference_state(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open (regenerate with scripts/reference/generate.sh)");
+  if (!in)
+    throw std::runtime_error(path +
+                             ": cannot open (regenerate with scripts/reference/generate.sh)");
   std::stringstream bytes;
   bytes << in.rdbuf();
   Reader r(bytes.str(), path);
   if (r.read_string(8) != std::string(kMagic, 8)) r.fail("bad magic");
-  if (auto v = r.read<uint32_t>(); v != kVersion) r.fail("unsupported version " + std::to_string(v));
+  if (auto v = r.read<uint32_t>(); v != kVersion)
+    r.fail("unsupported version " + std::to_string(v));
   ReferenceState state;
   const auto count = r.read<uint32_t>();
   for (uint32_t i = 0; i < count; ++i) {

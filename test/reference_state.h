@@ -19,7 +19,7 @@ struct ReferenceState {
   std::vector<std::string> order;             // tensor names in file order
 
   const at::Tensor& tensor(const std::string& name) const;  // throws when missing
-  double number(const std::string& key) const;               // config value as a number
+  double number(const std::string& key) const;              // config value as a number
   const std::string& text(const std::string& key) const;
 };
 

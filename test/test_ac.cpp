@@ -2,8 +2,6 @@
 // loss and gradients with and without AC (dropout included), and the checker catching what it
 // should: RNG not replayed (bitwise only), a recompute that changes a shape (default), with the
 // debug trace written and the divergent line marked.
-#include "catch_torch.h"
-
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "ac/apply.h"
 #include "ac/checkpoint.h"
 #include "ac/recompute_check.h"
+#include "catch_torch.h"
 #include "model/llama.h"
 #include "test_util.h"
 #include "train/step.h"
@@ -79,11 +78,17 @@ TEST_CASE("ac: torchtitan's choice of blocks: full wraps all, selective N every 
 TEST_CASE("ac: none, full and selective give bitwise-equal loss and gradients", "[ac]") {
   auto none = loss_and_grads(ac_config("none"));
   SECTION("full, default check") { require_bitwise_equal(none, loss_and_grads(ac_config("full"))); }
-  SECTION("selective 2, bitwise check") { require_bitwise_equal(none, loss_and_grads(ac_config("selective", "bitwise"))); }
-  SECTION("full, no check") { require_bitwise_equal(none, loss_and_grads(ac_config("full", "none"))); }
+  SECTION("selective 2, bitwise check") {
+    require_bitwise_equal(none, loss_and_grads(ac_config("selective", "bitwise")));
+  }
+  SECTION("full, no check") {
+    require_bitwise_equal(none, loss_and_grads(ac_config("full", "none")));
+  }
 }
 
-TEST_CASE("ac: dropout with preserve_rng_state passes the bitwise check and matches no-AC gradients", "[ac]") {
+TEST_CASE(
+    "ac: dropout with preserve_rng_state passes the bitwise check and matches no-AC gradients",
+    "[ac]") {
   auto none = loss_and_grads(ac_config("none"), 0.1);
   auto full = loss_and_grads(ac_config("full", "bitwise", /*preserve_rng=*/true), 0.1);
   require_bitwise_equal(none, full);
@@ -104,21 +109,27 @@ TEST_CASE("ac: dropout without preserve_rng_state: bitwise catches it, default d
   auto right = loss_and_grads(ac_config("none"), 0.1);
   CHECK(silent.loss == right.loss);  // the forward is the same; only the recompute differs
   bool all_equal = true;
-  for (size_t i = 0; i < right.grads.size(); ++i) all_equal = all_equal && at::equal(silent.grads[i], right.grads[i]);
+  for (size_t i = 0; i < right.grads.size(); ++i)
+    all_equal = all_equal && at::equal(silent.grads[i], right.grads[i]);
   CHECK_FALSE(all_equal);
 }
 
-TEST_CASE("ac: through the binary, the bitwise mismatch exits with code 3 naming step, block and op", "[ac][cli]") {
-  auto r = test::run_titan("--model.flavor tiny --model.dropout 0.1 --training.seq_len 32 --training.steps 2 "
-                           "--activation_checkpoint.mode full --activation_checkpoint.preserve_rng_state false "
-                           "--activation_checkpoint.determinism_check bitwise --debug.seed 1 --job.dump_folder " +
-                           test::temp_dir("ac_exit3"));
+TEST_CASE(
+    "ac: through the binary, the bitwise mismatch exits with code 3 naming step, block and op",
+    "[ac][cli]") {
+  auto r = test::run_titan(
+      "--model.flavor tiny --model.dropout 0.1 --training.seq_len 32 --training.steps 2 "
+      "--activation_checkpoint.mode full --activation_checkpoint.preserve_rng_state false "
+      "--activation_checkpoint.determinism_check bitwise --debug.seed 1 --job.dump_folder " +
+      test::temp_dir("ac_exit3"));
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.output, Catch::Contains("recompute mismatch at step 1, block layers.1") &&
-                           Catch::Contains("aten::dropout") && Catch::Contains("activation_checkpoint.debug"));
+                           Catch::Contains("aten::dropout") &&
+                           Catch::Contains("activation_checkpoint.debug"));
 }
 
-TEST_CASE("ac: a recompute that changes a shape is caught by the default check, with a debug trace", "[ac]") {
+TEST_CASE("ac: a recompute that changes a shape is caught by the default check, with a debug trace",
+          "[ac]") {
   auto dir = test::temp_dir("ac_shape");
   auto weight = at::randn({8, 8}).requires_grad_();
   int calls = 0;
@@ -139,7 +150,8 @@ TEST_CASE("ac: a recompute that changes a shape is caught by the default check, 
     FAIL("no mismatch reported");
   } catch (const RecomputeMismatch& e) {
     std::string message = e.what();
-    CHECK_THAT(message, Catch::Contains("step 12, block layers.7") && Catch::Contains("aten::narrow"));
+    CHECK_THAT(message,
+               Catch::Contains("step 12, block layers.7") && Catch::Contains("aten::narrow"));
     CHECK_THAT(message, Catch::Contains("f32[4, 8]") && Catch::Contains("f32[3, 8]"));
     CHECK_THAT(e.hint(), Catch::Contains(dir + "/step12_layers.7.txt"));
   }

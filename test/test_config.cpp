@@ -1,8 +1,7 @@
 // Config: TOML + CLI parsing, precedence, validation, and the errors users see (exit code 2).
-#include "catch_torch.h"
-
 #include <filesystem>
 
+#include "catch_torch.h"
 #include "config/loader.h"
 #include "config/schema.h"
 #include "test_util.h"
@@ -80,17 +79,19 @@ TEST_CASE("config: every file in configs/ parses and validates", "[config]") {
 
 TEST_CASE("config: CLI overrides TOML, TOML overrides defaults", "[config]") {
   auto dir = test::temp_dir("precedence");
-  auto file = test::write_text(dir + "/c.toml", "[training]\nsteps = 7\nseq_len = 64\n[optimizer]\nlr = 0.01\n");
+  auto file = test::write_text(dir + "/c.toml",
+                               "[training]\nsteps = 7\nseq_len = 64\n[optimizer]\nlr = 0.01\n");
   Config c = parse({"--config", file, "--training.steps", "3", "--optimizer.lr=0.5"});
-  CHECK(c.training.steps == 3);         // CLI
-  CHECK(c.training.seq_len == 64);      // TOML
-  CHECK(c.optimizer.lr == 0.5);         // CLI, = form
-  CHECK(c.optimizer.beta2 == 0.95);     // default
+  CHECK(c.training.steps == 3);      // CLI
+  CHECK(c.training.seq_len == 64);   // TOML
+  CHECK(c.optimizer.lr == 0.5);      // CLI, = form
+  CHECK(c.optimizer.beta2 == 0.95);  // default
   Config alias = parse({"--job.config_file=" + file});
   CHECK(alias.training.steps == 7);
 }
 
-TEST_CASE("config: flag forms: bare boolean, explicit boolean, negative numbers, optional", "[config]") {
+TEST_CASE("config: flag forms: bare boolean, explicit boolean, negative numbers, optional",
+          "[config]") {
   Config c = parse({"--debug.deterministic", "--checkpoint.last_save_model_only", "false",
                     "--training.global_batch_size", "-1", "--debug.seed", "123",
                     "--lr_scheduler.decay_ratio=0.25"});
@@ -103,8 +104,9 @@ TEST_CASE("config: flag forms: bare boolean, explicit boolean, negative numbers,
 }
 
 TEST_CASE("config: to_toml reads back to the same config", "[config]") {
-  Config c = parse({"--training.steps", "3", "--debug.seed", "9", "--job.description", "quote \" and \\ and tab\t",
-                    "--optimizer.lr", "0.00012345678901234", "--lr_scheduler.decay_ratio", "0.8"});
+  Config c = parse({"--training.steps", "3", "--debug.seed", "9", "--job.description",
+                    "quote \" and \\ and tab\t", "--optimizer.lr", "0.00012345678901234",
+                    "--lr_scheduler.decay_ratio", "0.8"});
   std::string text = to_toml(c);
   Config back = from_toml(text);
   CHECK(to_toml(back) == text);
@@ -129,22 +131,33 @@ TEST_CASE("config: help lists every key with type, default and help text", "[con
 
 TEST_CASE("config: in-process errors name the key and suggest the fix", "[config]") {
   CHECK_THAT(config_error([] { from_toml("[trainig]\nsteps = 1\n"); }),
-             Catch::Contains("test.toml:1:2: unknown section [trainig]") && Catch::Contains("did you mean [training]?"));
+             Catch::Contains("test.toml:1:2: unknown section [trainig]") &&
+                 Catch::Contains("did you mean [training]?"));
   CHECK_THAT(config_error([] { from_toml("[training]\nstpes = 1\n"); }),
-             Catch::Contains("test.toml:2:1: unknown key training.stpes") && Catch::Contains("training.steps"));
+             Catch::Contains("test.toml:2:1: unknown key training.stpes") &&
+                 Catch::Contains("training.steps"));
   CHECK_THAT(config_error([] { from_toml("[training]\nlr = 0.1\n"); }),
              Catch::Contains("did you mean optimizer.lr?"));
   CHECK_THAT(config_error([] { from_toml("steps = 1\n"); }),
              Catch::Contains("must be inside a [section]") && Catch::Contains("training.steps"));
-  CHECK_THAT(config_error([] { parse({"--training.global_batch_size", "12", "--training.local_batch_size", "8"}); }),
+  CHECK_THAT(config_error([] {
+               parse({"--training.global_batch_size", "12", "--training.local_batch_size", "8"});
+             }),
              Catch::Contains("not a multiple of training.local_batch_size"));
-  CHECK_THAT(config_error([] { parse({"--training.dataset", "text"}); }),
+  CHECK_THAT(config_error([] {
+               parse({"--training.dataset", "text"});
+             }),
              Catch::Contains("needs a dataset_path"));
-  CHECK_THAT(config_error([] { parse({"--activation_checkpoint.selective_ac_option", "op"}); }),
+  CHECK_THAT(config_error([] {
+               parse({"--activation_checkpoint.selective_ac_option", "op"});
+             }),
              Catch::Contains("not supported"));
-  CHECK_THAT(config_error([] { parse({"--checkpoint.keep_latest_k", "1"}); }),
+  CHECK_THAT(config_error([] {
+               parse({"--checkpoint.keep_latest_k", "1"});
+             }),
              Catch::Contains("1 is not allowed"));
-  CHECK_THAT(config_error([] { parse({"stray"}); }), Catch::Contains("unexpected argument 'stray'"));
+  CHECK_THAT(config_error([] { parse({"stray"}); }),
+             Catch::Contains("unexpected argument 'stray'"));
   CHECK_THAT(config_error([] { parse({"--training.steps"}); }), Catch::Contains("needs a value"));
 }
 
@@ -184,18 +197,22 @@ TEST_CASE("cli: wrong type names key, expected type and the value given, exit 2"
   auto file = test::write_text(dir + "/t.toml", "[training]\nsteps = \"ten\"\n");
   auto r = run_titan("--config " + file);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains(file + ":2:9: training.steps: expected integer, got string \"ten\""));
+  CHECK_THAT(r.output,
+             Catch::Contains(file + ":2:9: training.steps: expected integer, got string \"ten\""));
 
   r = run_titan("--optimizer.lr fast");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("--optimizer.lr: optimizer.lr: expected float, got \"fast\""));
+  CHECK_THAT(r.output,
+             Catch::Contains("--optimizer.lr: optimizer.lr: expected float, got \"fast\""));
 }
 
 TEST_CASE("cli: bad enum value lists the allowed ones, exit 2", "[cli]") {
   auto r = run_titan("--lr_scheduler.decay_type cosin");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("\"cosin\" is not allowed; allowed values: \"linear\", \"sqrt\", \"cosine\"") &&
-                           Catch::Contains("did you mean \"cosine\"?"));
+  CHECK_THAT(r.output,
+             Catch::Contains(
+                 "\"cosin\" is not allowed; allowed values: \"linear\", \"sqrt\", \"cosine\"") &&
+                 Catch::Contains("did you mean \"cosine\"?"));
 }
 
 TEST_CASE("cli: out-of-range value names the constraint, exit 2", "[cli]") {
@@ -210,12 +227,15 @@ TEST_CASE("cli: out-of-range value names the constraint, exit 2", "[cli]") {
 TEST_CASE("cli: missing config file names the path and the system's reason, exit 2", "[cli]") {
   auto r = run_titan("--config /nonexistent/dir/x.toml");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("/nonexistent/dir/x.toml: cannot open config file: No such file or directory"));
+  CHECK_THAT(r.output,
+             Catch::Contains(
+                 "/nonexistent/dir/x.toml: cannot open config file: No such file or directory"));
 }
 
 TEST_CASE("cli: print-config round trip is stable", "[cli]") {
   auto dir = test::temp_dir("roundtrip");
-  auto first = run_titan("--config " + test::source_dir() + "/configs/debug_model.toml --training.steps 3 --print-config");
+  auto first = run_titan("--config " + test::source_dir() +
+                         "/configs/debug_model.toml --training.steps 3 --print-config");
   REQUIRE(first.exit_code == 0);
   auto file = test::write_text(dir + "/printed.toml", first.output);
   auto second = run_titan("--config " + file + " --print-config");
@@ -227,9 +247,11 @@ TEST_CASE("cli: print-config round trip is stable", "[cli]") {
 TEST_CASE("cli: --help and --version", "[cli]") {
   auto help = run_titan("--help");
   CHECK(help.exit_code == 0);
-  CHECK_THAT(help.output, Catch::Contains("--training.cpu_threads") && Catch::Contains("Exit codes"));
+  CHECK_THAT(help.output,
+             Catch::Contains("--training.cpu_threads") && Catch::Contains("Exit codes"));
   auto version = run_titan("--version");
   CHECK(version.exit_code == 0);
-  CHECK_THAT(version.output, Catch::Contains("titan-train " TITAN_VERSION) && Catch::Contains("libtorch ") &&
+  CHECK_THAT(version.output, Catch::Contains("titan-train " TITAN_VERSION) &&
+                                 Catch::Contains("libtorch ") &&
                                  Catch::Contains("cuda available: "));
 }

@@ -1,10 +1,9 @@
 // Data: tokenizer, the four sources, and the loader's determinism and resumable state.
-#include "catch_torch.h"
-
 #include <cmath>
 #include <cstring>
 #include <map>
 
+#include "catch_torch.h"
 #include "data/loader.h"
 #include "data/sources.h"
 #include "data/synthetic_text.h"
@@ -23,8 +22,8 @@ TrainingConfig dataset(const std::string& kind, const std::string& path = "") {
   return t;
 }
 
-std::shared_ptr<const TokenSource> source(const TrainingConfig& t, uint64_t seed = 1, int64_t window = 17,
-                                          int64_t vocab = 2048) {
+std::shared_ptr<const TokenSource> source(const TrainingConfig& t, uint64_t seed = 1,
+                                          int64_t window = 17, int64_t vocab = 2048) {
   return make_token_source(t, seed, window, vocab);
 }
 
@@ -54,7 +53,8 @@ TEST_CASE("data: synthetic text is a deterministic function of seed and index", 
   CHECK(a.document(0).size() > 40);
 }
 
-TEST_CASE("data: synthetic text is predictable: bigram entropy well below unigram entropy", "[data]") {
+TEST_CASE("data: synthetic text is predictable: bigram entropy well below unigram entropy",
+          "[data]") {
   SyntheticText text(0);
   std::map<int, double> unigram;
   std::map<std::pair<int, int>, double> bigram;
@@ -123,15 +123,17 @@ TEST_CASE("data: text source splits paragraphs and re-loops with a new epoch", "
 
 TEST_CASE("data: jsonl source reads the text field with escapes, errors name file:line", "[data]") {
   auto dir = test::temp_dir("jsonl");
-  auto good = test::write_text(dir + "/good.jsonl",
-                               "{\"id\": 1, \"meta\": {\"x\": [1, {\"y\": \"}\"}]}, \"text\": \"a\\nb \\u00e9 \\\"q\\\"\"}\n"
-                               "\n{\"text\": \"second\", \"timestamp\": null}\n");
+  auto good = test::write_text(
+      dir + "/good.jsonl",
+      "{\"id\": 1, \"meta\": {\"x\": [1, {\"y\": \"}\"}]}, \"text\": \"a\\nb \\u00e9 \\\"q\\\"\"}\n"
+      "\n{\"text\": \"second\", \"timestamp\": null}\n");
   auto src = source(dataset("jsonl", good));
   REQUIRE(src->num_documents() == 2);
   ByteTokenizer tok;
   CHECK(tok.decode(src->document(0)) == "a\nb \xc3\xa9 \"q\"");
   auto bad = test::write_text(dir + "/bad.jsonl", "{\"text\": \"ok\"}\n{\"txt\": \"no\"}\n");
-  CHECK_THROWS_WITH(source(dataset("jsonl", bad)), Catch::Contains(bad + ":2") && Catch::Contains("no \"text\" field"));
+  CHECK_THROWS_WITH(source(dataset("jsonl", bad)),
+                    Catch::Contains(bad + ":2") && Catch::Contains("no \"text\" field"));
 }
 
 TEST_CASE("data: token shards, raw uint16/uint32 and llm.c headers", "[data]") {
@@ -156,12 +158,15 @@ TEST_CASE("data: token shards, raw uint16/uint32 and llm.c headers", "[data]") {
   test::write_text(dir + "/odd.bin", std::string(6, '\1'));
   t.dataset_path = dir + "/odd.bin";
   CHECK_THROWS_WITH(source(t, 0, 1), Catch::Contains("not a multiple of 4 bytes"));
-  CHECK_THROWS_WITH(source(dataset("tokens", dir + "/llmc.bin"), 0, 4, 2048),
-                    Catch::Contains("token id 70000") && Catch::Contains("outside the model vocabulary"));
+  CHECK_THROWS_WITH(
+      source(dataset("tokens", dir + "/llmc.bin"), 0, 4, 2048),
+      Catch::Contains("token id 70000") && Catch::Contains("outside the model vocabulary"));
 }
 
 TEST_CASE("data: missing path and too-small vocabulary are config errors", "[data]") {
   CHECK_THROWS_AS(source(dataset("text", "/nonexistent/data")), ConfigError);
-  CHECK_THROWS_WITH(source(dataset("text", "/nonexistent/data")), Catch::Contains("No such file or directory"));
-  CHECK_THROWS_WITH(source(dataset("synthetic"), 1, 17, 100), Catch::Contains("smaller than the byte tokenizer"));
+  CHECK_THROWS_WITH(source(dataset("text", "/nonexistent/data")),
+                    Catch::Contains("No such file or directory"));
+  CHECK_THROWS_WITH(source(dataset("synthetic"), 1, 17, 100),
+                    Catch::Contains("smaller than the byte tokenizer"));
 }

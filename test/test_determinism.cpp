@@ -1,8 +1,6 @@
 // The determinism controller: its record agrees with libtorch's global state, threads are set
 // for ATen and OpenBLAS, CUBLAS_WORKSPACE_CONFIG is validated, and an op without a deterministic
 // implementation fails with exit code 3 (or warns once per op with warn_only).
-#include "catch_torch.h"
-
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -11,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "catch_torch.h"
 #include "determinism/determinism.h"
 #include "test_util.h"
 #include "util/blas_threads.h"
@@ -25,8 +24,10 @@ struct GlobalStateGuard {
   const char* saved = std::getenv("CUBLAS_WORKSPACE_CONFIG");
   std::string value = saved ? saved : "";
   ~GlobalStateGuard() {
-    if (saved) setenv("CUBLAS_WORKSPACE_CONFIG", value.c_str(), 1);
-    else unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    if (saved)
+      setenv("CUBLAS_WORKSPACE_CONFIG", value.c_str(), 1);
+    else
+      unsetenv("CUBLAS_WORKSPACE_CONFIG");
     at::globalContext().setDeterministicAlgorithms(false, false);
     at::globalContext().setDeterministicCuDNN(false);
   }
@@ -81,7 +82,8 @@ TEST_CASE("determinism: the record agrees with libtorch's global state", "[deter
   CHECK_FALSE(r.deterministic);
 }
 
-TEST_CASE("determinism: a valid user CUBLAS_WORKSPACE_CONFIG is kept, an invalid one refused", "[determinism]") {
+TEST_CASE("determinism: a valid user CUBLAS_WORKSPACE_CONFIG is kept, an invalid one refused",
+          "[determinism]") {
   GlobalStateGuard guard;
   std::ostringstream log;
   Config c = seeded();
@@ -96,10 +98,11 @@ TEST_CASE("determinism: a valid user CUBLAS_WORKSPACE_CONFIG is kept, an invalid
                     Catch::Contains("\":0:0\"") && Catch::Contains("\":4096:8\", \":16:8\""));
 }
 
-TEST_CASE("determinism: invalid CUBLAS_WORKSPACE_CONFIG stops the binary with exit 2", "[determinism][cli]") {
-  auto r = test::run_titan_env("CUBLAS_WORKSPACE_CONFIG=bogus",
-                               "--model.flavor tiny --debug.deterministic --job.dump_folder " +
-                                   test::temp_dir("cublas"));
+TEST_CASE("determinism: invalid CUBLAS_WORKSPACE_CONFIG stops the binary with exit 2",
+          "[determinism][cli]") {
+  auto r = test::run_titan_env(
+      "CUBLAS_WORKSPACE_CONFIG=bogus",
+      "--model.flavor tiny --debug.deterministic --job.dump_folder " + test::temp_dir("cublas"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("CUBLAS_WORKSPACE_CONFIG") && Catch::Contains("\"bogus\""));
   CHECK_THAT(r.output, !Catch::Contains("step:"));
@@ -120,7 +123,8 @@ TEST_CASE("determinism: ATen and OpenBLAS get the same explicit thread count", "
   if (r.blas_threads_set) CHECK(blas_threads() == available_cores());
 }
 
-TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-process needs one", "[determinism]") {
+TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-process needs one",
+          "[determinism]") {
   std::ostringstream log;
   Config c = seeded(77);
   auto r = make_deterministic(c, WorldInfo{}, log);
@@ -133,7 +137,8 @@ TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-proc
   auto drawn = make_deterministic(c, WorldInfo{}, log);
   CHECK(drawn.seed_was_drawn);
   CHECK(drawn.seed < (1ull << 62));
-  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{1, 2, 1}, log), Catch::Contains("needs an explicit seed"));
+  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{1, 2, 1}, log),
+                    Catch::Contains("needs an explicit seed"));
 }
 
 TEST_CASE("determinism: the start block lists every setting, tagged", "[determinism]") {
@@ -142,20 +147,22 @@ TEST_CASE("determinism: the start block lists every setting, tagged", "[determin
   Config c = seeded(9);
   c.debug.deterministic = true;
   auto block = format_determinism_block(make_deterministic(c, WorldInfo{}, log), "cpu");
-  for (const char* key : {"seed", "deterministic_algorithms", "deterministic_warn_only", "cudnn.deterministic",
-                          "cudnn.benchmark", "CUBLAS_WORKSPACE_CONFIG", "fill_uninitialized_memory",
-                          "cpu_threads", "device", "world_size"}) {
+  for (const char* key : {"seed", "deterministic_algorithms", "deterministic_warn_only",
+                          "cudnn.deterministic", "cudnn.benchmark", "CUBLAS_WORKSPACE_CONFIG",
+                          "fill_uninitialized_memory", "cpu_threads", "device", "world_size"}) {
     CHECK_THAT(block, Catch::Contains(std::string("[determinism] ") + key));
   }
   CHECK_THAT(block, Catch::Contains("expect some slowdown"));
 }
 
 TEST_CASE("determinism: the op name is read from libtorch's message", "[determinism]") {
-  CHECK(nondeterministic_op("put_ does not have a deterministic implementation, but you set ...") == "put_");
+  CHECK(nondeterministic_op("put_ does not have a deterministic implementation, but you set ...") ==
+        "put_");
   CHECK_FALSE(nondeterministic_op("some other error").has_value());
 }
 
-TEST_CASE("determinism: warn_only logs each nondeterministic op once and continues", "[determinism]") {
+TEST_CASE("determinism: warn_only logs each nondeterministic op once and continues",
+          "[determinism]") {
   GlobalStateGuard guard;
   std::ostringstream log;
   Config c = seeded();
@@ -164,7 +171,8 @@ TEST_CASE("determinism: warn_only logs each nondeterministic op once and continu
   make_deterministic(c, WorldInfo{}, log);
   auto t = at::zeros({4});
   auto index = at::tensor({0, 1}, at::kLong);
-  for (int i = 0; i < 3; ++i) t.put_(index, at::ones({2}), /*accumulate=*/false);  // no deterministic kernel
+  for (int i = 0; i < 3; ++i)
+    t.put_(index, at::ones({2}), /*accumulate=*/false);  // no deterministic kernel
   CHECK(at::equal(t, at::tensor({1.0f, 1.0f, 0.0f, 0.0f})));
   std::string text = log.str();
   CHECK_THAT(text, Catch::Contains("put_ has no deterministic implementation") &&
@@ -184,7 +192,8 @@ TEST_CASE("determinism: without warn_only the same op raises libtorch's error", 
   }
 }
 
-TEST_CASE("determinism: a nondeterministic op under deterministic = true exits with code 3", "[determinism]") {
+TEST_CASE("determinism: a nondeterministic op under deterministic = true exits with code 3",
+          "[determinism]") {
   GlobalStateGuard guard;
   std::ostringstream log;
   enable_strict_determinism(log);
@@ -194,8 +203,9 @@ TEST_CASE("determinism: a nondeterministic op under deterministic = true exits w
   } catch (...) {
     std::ostringstream err;
     CHECK(report_current_exception(err) == kExitCheckFailed);
-    CHECK_THAT(err.str(), Catch::Contains("check failed: step 7: put_ has no deterministic implementation") &&
-                              Catch::Contains("hint: set debug.deterministic_warn_only = true"));
+    CHECK_THAT(err.str(),
+               Catch::Contains("check failed: step 7: put_ has no deterministic implementation") &&
+                   Catch::Contains("hint: set debug.deterministic_warn_only = true"));
   }
   // Other errors keep their own exit code.
   try {

@@ -1,13 +1,12 @@
 // fingerprint.log: byte-identical for identical runs, different when the bits differ, blind to
 // where outputs go; exact number formatting; a checksum that sees every bit.
-#include "catch_torch.h"
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <cstdlib>
 #include <sstream>
 
+#include "catch_torch.h"
 #include "config/loader.h"
 #include "metrics/fingerprint.h"
 #include "test_util.h"
@@ -38,10 +37,12 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-identical files", "[fingerprint][cli]") {
+TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-identical files",
+          "[fingerprint][cli]") {
   auto dir = test::temp_dir("fp_same");
   auto a = run_and_read_fingerprint("--debug.seed 11", dir + "/a");
-  auto b = run_and_read_fingerprint("--debug.seed 11 --job.description other --metrics.log_freq 1", dir + "/b");
+  auto b = run_and_read_fingerprint("--debug.seed 11 --job.description other --metrics.log_freq 1",
+                                    dir + "/b");
   CHECK(a == b);  // dump folder, description and log_freq are not part of the computation
   auto lines = lines_of(a);
   REQUIRE(lines.size() == kHeaderLines + 4);  // header + one line per step
@@ -49,7 +50,8 @@ TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-ide
   CHECK_THAT(lines[kHeaderLines], !Catch::Contains(" params "));  // fingerprint_freq 2: steps 2, 4
   CHECK_THAT(lines[kHeaderLines + 1], Catch::Contains(" params "));
   CHECK_THAT(a, Catch::Contains("\ncpu_threads ") && Catch::Contains("\nseed 11\n") &&
-                    Catch::Contains("\ndeterministic true\n") && Catch::Contains("\nworld_size 1\n"));
+                    Catch::Contains("\ndeterministic true\n") &&
+                    Catch::Contains("\nworld_size 1\n"));
 }
 
 TEST_CASE("fingerprint: a different seed differs from step 1 on", "[fingerprint][cli]") {
@@ -74,7 +76,8 @@ TEST_CASE("fingerprint: hex floats in step lines read back to the same bits", "[
         FingerprintLog::format_step(3, loss, norm, lr, 4096, std::nullopt));
 }
 
-TEST_CASE("fingerprint: the parameter checksum sees a single flipped bit and ignores threads", "[fingerprint]") {
+TEST_CASE("fingerprint: the parameter checksum sees a single flipped bit and ignores threads",
+          "[fingerprint]") {
   auto a = at::randn({1000}), b = at::randn({3, 7}), c = at::randint(0, 100, {5}, at::kLong);
   std::vector<at::Tensor> params = {a, b, c};
   at::set_num_threads(1);
@@ -87,7 +90,8 @@ TEST_CASE("fingerprint: the parameter checksum sees a single flipped bit and ign
   CHECK(tensors_checksum({b, a, c}) != one_thread);  // order matters
 }
 
-TEST_CASE("fingerprint: the config hash ignores output-only keys and sees the rest", "[fingerprint]") {
+TEST_CASE("fingerprint: the config hash ignores output-only keys and sees the rest",
+          "[fingerprint]") {
   Config base;
   Config moved = base;
   moved.job.dump_folder = "/elsewhere";

@@ -1,13 +1,12 @@
 // torchtitan's initialization on the debug model, checked statistically for every parameter:
 // the sample std within 5 standard errors of the specified std, the mean within 5 standard
 // errors of 0, the truncation bounds respected, and the norms exactly ones.
-#include "catch_torch.h"
-
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
+#include "catch_torch.h"
 #include "model/llama.h"
 
 using namespace titan;
@@ -57,7 +56,8 @@ TEST_CASE("init: every debugmodel weight follows torchtitan's init statistics", 
     const double n = static_cast<double>(w.numel());
     const double std = w.std().item<double>(), mean = w.mean().item<double>();
     const double std_error = spec.std / std::sqrt(2.0 * n);  // of a sample std
-    INFO(fmt::format("std {:.6f} expected {:.6f} (5 SE = {:.2g}), mean {:.3g}", std, spec.std, 5 * std_error, mean));
+    INFO(fmt::format("std {:.6f} expected {:.6f} (5 SE = {:.2g}), mean {:.3g}", std, spec.std,
+                     5 * std_error, mean));
     CHECK(std::abs(std - spec.std) <= 5 * std_error);
     CHECK(std::abs(mean) <= 5 * spec.std / std::sqrt(n));
     CHECK(w.abs().max().item<double>() <= spec.bound);
@@ -72,6 +72,7 @@ TEST_CASE("init: the output layer's truncation at 3 sigma is active, not just no
   auto w = at::empty({1 << 20});
   trunc_normal_(w, 0.0, 1.0, -3.0, 3.0);
   CHECK(w.abs().max().item<double>() <= 3.0);
-  CHECK(w.abs().max().item<double>() > 2.9);  // samples reach the bound: truncated, not clipped away
+  CHECK(w.abs().max().item<double>() >
+        2.9);  // samples reach the bound: truncated, not clipped away
   CHECK(w.std().item<double>() == Approx(0.98658).margin(0.002));
 }

@@ -2,7 +2,6 @@
 // OpenMP workers would fight OpenBLAS's threads for the cores and slow every test down.
 #define CATCH_CONFIG_RUNNER
 #include "catch_torch.h"
-
 #include "util/omp_env.h"
 
 int main(int argc, char** argv) {

@@ -1,10 +1,10 @@
 // Model: shapes and parameter counts, RoPE against hand-computed values, GQA head mapping,
 // the blocked causal attention against the naive formula, and causality.
-#include "catch_torch.h"
 #include <torch/torch.h>
 
 #include <cmath>
 
+#include "catch_torch.h"
 #include "model/causal_attention.h"
 #include "model/llama.h"
 
@@ -68,8 +68,9 @@ TEST_CASE("model: rotary embedding rotates interleaved pairs", "[model]") {
   // x: (B=1, T=2, H=1, E=4), every pair (1, 0).
   auto x = at::tensor({1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f}).view({1, 2, 1, 4});
   auto y = apply_rotary_emb(x, freqs);
-  auto expected = at::tensor({1.0f, 0.0f, 1.0f, 0.0f, std::cos(0.5f), std::sin(0.5f), std::cos(1.0f),
-                              std::sin(1.0f)}).view({1, 2, 1, 4});
+  auto expected = at::tensor({1.0f, 0.0f, 1.0f, 0.0f, std::cos(0.5f), std::sin(0.5f),
+                              std::cos(1.0f), std::sin(1.0f)})
+                      .view({1, 2, 1, 4});
   CHECK(at::allclose(y, expected, 1e-6, 1e-6));
 }
 
@@ -88,7 +89,8 @@ at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 }  // namespace
 
-TEST_CASE("model: blocked causal attention equals the naive formula, values and gradients", "[model]") {
+TEST_CASE("model: blocked causal attention equals the naive formula, values and gradients",
+          "[model]") {
   torch::manual_seed(0);
   for (int64_t T : {1, 5, 37, 128}) {
     INFO("T=" << T);

@@ -1,7 +1,7 @@
 // LR schedule against hand-computed torchtitan values; AdamW options; clipping.
-#include "catch_torch.h"
 #include <torch/torch.h>
 
+#include "catch_torch.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -25,11 +25,13 @@ TEST_CASE("optim: debug_model schedule gives torchtitan's learning rates", "[opt
   for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
 }
 
-TEST_CASE("optim: linear warmup then decay without decay_ratio (torchtitan's unit test)", "[optim]") {
+TEST_CASE("optim: linear warmup then decay without decay_ratio (torchtitan's unit test)",
+          "[optim]") {
   LRSchedulerConfig c;
   c.warmup_steps = 2;
   auto got = lrs(c, 10, 1.0);
-  std::vector<double> expected = {0.5, 1, 1, 7.0 / 8, 6.0 / 8, 5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8};
+  std::vector<double> expected = {0.5,     1,       1,       7.0 / 8, 6.0 / 8,
+                                  5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8};
   for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]));
 }
 
@@ -48,7 +50,8 @@ TEST_CASE("optim: sqrt and cosine decay, min_lr_factor", "[optim]") {
   CHECK(sqrt_decay.factor(3) == Approx(1 - std::sqrt(0.5)));
 }
 
-TEST_CASE("optim: warmup longer than training and decay_ratio rounding are clamped like torchtitan", "[optim]") {
+TEST_CASE("optim: warmup longer than training and decay_ratio rounding are clamped like torchtitan",
+          "[optim]") {
   LRSchedulerConfig c;
   c.warmup_steps = 50;
   LRSchedule s(c, 10);

@@ -11,12 +11,11 @@
 // Measured (libtorch 1.13 vs PyTorch 1.13, CPU): worst gradient 1.9e-7 relative
 // (layers.0.ffn_norm.weight); the 10 step losses equal the stored float32 values. Run the test
 // with -s to see the figures.
-#include "catch_torch.h"
-
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ac/apply.h"
+#include "catch_torch.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -83,7 +82,8 @@ Transformer reference_model(const ReferenceState& ref, const std::string& ac_mod
   size_t in_file = 0;
   for (auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
   REQUIRE(loaded == in_file);
-  apply_activation_checkpointing(model, ac_mode(ac_mode_name), std::make_shared<CheckpointContext>());
+  apply_activation_checkpointing(model, ac_mode(ac_mode_name),
+                                 std::make_shared<CheckpointContext>());
   return model;
 }
 
@@ -108,11 +108,13 @@ void check_all(const std::vector<Mismatch>& results) {
   for (const auto& m : results) {
     if (m.relative > worst->relative) worst = &m;
   }
-  INFO(fmt::format("worst: {} relative {:.3g} (max abs {:.3g})", worst->name, worst->relative, worst->max_abs));
+  INFO(fmt::format("worst: {} relative {:.3g} (max abs {:.3g})", worst->name, worst->relative,
+                   worst->max_abs));
   for (const auto& m : results) {
     if (!(m.relative <= m.tolerance)) {
-      FAIL(fmt::format("first mismatch: {}: max abs diff {:.6g}, relative {:.6g} > tolerance {:.1g}",
-                       m.name, m.max_abs, m.relative, m.tolerance));
+      FAIL(
+          fmt::format("first mismatch: {}: max abs diff {:.6g}, relative {:.6g} > tolerance {:.1g}",
+                      m.name, m.max_abs, m.relative, m.tolerance));
     }
   }
   SUCCEED(fmt::format("{} tensors within tolerance", results.size()));
@@ -135,12 +137,14 @@ TEST_CASE("parity: logits, loss and every gradient match the PyTorch reference",
       compare("logits", logits.detach(), ref.tensor("logits"), kValueTolerance),
       compare("loss", loss.detach(), ref.tensor("loss"), kValueTolerance)};
   for (auto& p : model->named_parameters()) {
-    results.push_back(compare("grad/" + p.key(), p.value().grad(), ref.tensor("grad/" + p.key()), kGradTolerance));
+    results.push_back(compare("grad/" + p.key(), p.value().grad(), ref.tensor("grad/" + p.key()),
+                              kGradTolerance));
   }
   check_all(results);
 }
 
-TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the reference", "[parity]") {
+TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the reference",
+          "[parity]") {
   const auto& ref = reference();
   const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
   INFO("activation_checkpoint.mode = " << mode);
@@ -164,11 +168,13 @@ TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the ref
   options.max_norm = ref.number("max_norm");
   std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets")}};
 
-  auto losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms"), lrs = ref.tensor("step_lrs");
+  auto losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms"),
+       lrs = ref.tensor("step_lrs");
   REQUIRE(losses.numel() == steps);
   double worst = 0;
   for (int64_t s = 1; s <= steps; ++s) {
-    auto r = run_step(model, *optimizer, params, batch, opt_config.lr * schedule.factor(s), options);
+    auto r =
+        run_step(model, *optimizer, params, batch, opt_config.lr * schedule.factor(s), options);
     const double expected = losses[s - 1].item<double>();
     worst = std::max(worst, std::abs(r.loss - expected) / expected);
     INFO("step " << s);

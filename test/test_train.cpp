@@ -1,12 +1,11 @@
 // Training loop: loss falls, gradient accumulation matches one big batch, outputs are written,
 // a non-finite loss stops the run with exit code 1.
-#include "catch_torch.h"
-
 #include <map>
 #include <numeric>
 #include <regex>
 #include <sstream>
 
+#include "catch_torch.h"
 #include "config/loader.h"
 #include "test_util.h"
 #include "train/trainer.h"
@@ -44,7 +43,9 @@ TEST_CASE("train: a tiny model's loss falls over 30 steps", "[train]") {
   CHECK_THAT(log.str(), Catch::Contains("step: 30") && Catch::Contains("done: 30 steps"));
 }
 
-TEST_CASE("train: on synthetic data the loss gets clearly below the unigram entropy within 100 steps", "[train]") {
+TEST_CASE(
+    "train: on synthetic data the loss gets clearly below the unigram entropy within 100 steps",
+    "[train]") {
   Config c = tiny_config("unigram");
   c.training.steps = 100;
   c.lr_scheduler.warmup_steps = 10;
@@ -102,13 +103,17 @@ TEST_CASE("train: gradient accumulation over 2 micro-batches matches one batch o
 
 TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl", "[train][cli]") {
   auto dir = test::temp_dir("outputs");
-  auto r = test::run_titan("--model.flavor tiny --training.seq_len 32 --training.local_batch_size 2 "
-                           "--training.steps 4 --metrics.log_freq 2 --training.device cpu --job.dump_folder " + dir);
+  auto r = test::run_titan(
+      "--model.flavor tiny --training.seq_len 32 --training.local_batch_size 2 "
+      "--training.steps 4 --metrics.log_freq 2 --training.device cpu --job.dump_folder " +
+      dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("step:  1  loss:") && Catch::Contains("grad_norm:") &&
-                           Catch::Contains("tps:") && Catch::Contains("mfu:") && Catch::Contains("lr:"));
-  CHECK_THAT(r.output, Catch::Contains("seed ") && Catch::Contains("(drawn: set debug.seed to repeat)"));
+                           Catch::Contains("tps:") && Catch::Contains("mfu:") &&
+                           Catch::Contains("lr:"));
+  CHECK_THAT(r.output,
+             Catch::Contains("seed ") && Catch::Contains("(drawn: set debug.seed to repeat)"));
   // metrics.jsonl: steps 1, 2 and 4, full precision.
   std::istringstream jsonl(test::read_text(dir + "/metrics.jsonl"));
   std::vector<std::string> lines;
@@ -120,16 +125,19 @@ TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl"
   Config saved;
   apply_toml_file(saved, dir + "/config.toml");
   REQUIRE(saved.debug.seed.has_value());
-  auto again = test::run_titan("--config " + dir + "/config.toml --job.dump_folder " + dir + "/again");
+  auto again =
+      test::run_titan("--config " + dir + "/config.toml --job.dump_folder " + dir + "/again");
   REQUIRE(again.exit_code == 0);
   CHECK(test::read_text(dir + "/again/metrics.jsonl").substr(0, 60) == lines[0].substr(0, 60));
 }
 
 TEST_CASE("train: a non-finite loss stops the run with exit 1 naming the step", "[train][cli]") {
   auto dir = test::temp_dir("nan");
-  auto r = test::run_titan("--model.flavor tiny --training.seq_len 16 --training.local_batch_size 2 "
-                           "--training.steps 20 --optimizer.lr 1e30 --lr_scheduler.warmup_steps 0 "
-                           "--training.device cpu --debug.seed 3 --job.dump_folder " + dir);
+  auto r = test::run_titan(
+      "--model.flavor tiny --training.seq_len 16 --training.local_batch_size 2 "
+      "--training.steps 20 --optimizer.lr 1e30 --lr_scheduler.warmup_steps 0 "
+      "--training.device cpu --debug.seed 3 --job.dump_folder " +
+      dir);
   INFO(r.output);
   CHECK(r.exit_code == 1);
   std::smatch m;
@@ -140,22 +148,30 @@ TEST_CASE("train: a non-finite loss stops the run with exit 1 naming the step", 
 }
 
 TEST_CASE("train: device cuda without CUDA is a config error before any work", "[train][cli]") {
-  auto r = test::run_titan("--model.flavor tiny --training.device cuda --job.dump_folder " + test::temp_dir("nocuda"));
-  if (r.output.find("cuda available: yes") != std::string::npos) return;  // GPU build: not applicable
+  auto r = test::run_titan("--model.flavor tiny --training.device cuda --job.dump_folder " +
+                           test::temp_dir("nocuda"));
+  if (r.output.find("cuda available: yes") != std::string::npos)
+    return;  // GPU build: not applicable
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("CUDA is not available"));
 }
 
-TEST_CASE("train: a missing dataset path fails with exit 2 before the model is built", "[train][cli]") {
-  auto r = test::run_titan("--training.dataset jsonl --training.dataset_path /nonexistent/c4.jsonl "
-                           "--job.dump_folder " + test::temp_dir("nodata"));
+TEST_CASE("train: a missing dataset path fails with exit 2 before the model is built",
+          "[train][cli]") {
+  auto r = test::run_titan(
+      "--training.dataset jsonl --training.dataset_path /nonexistent/c4.jsonl "
+      "--job.dump_folder " +
+      test::temp_dir("nodata"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("/nonexistent/c4.jsonl: No such file or directory"));
   CHECK_THAT(r.output, !Catch::Contains("parameters"));
 }
 
-TEST_CASE("train: a flavor too large for the device is refused with exit 2 before building it", "[train][cli]") {
-  auto r = test::run_titan("--model.flavor 405B --training.device cpu --job.dump_folder " + test::temp_dir("huge"));
+TEST_CASE("train: a flavor too large for the device is refused with exit 2 before building it",
+          "[train][cli]") {
+  auto r = test::run_titan("--model.flavor 405B --training.device cpu --job.dump_folder " +
+                           test::temp_dir("huge"));
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("405B needs at least") && Catch::Contains("pick a smaller flavor"));
+  CHECK_THAT(r.output,
+             Catch::Contains("405B needs at least") && Catch::Contains("pick a smaller flavor"));
 }

@@ -2,7 +2,8 @@
 
 namespace titan {
 
-std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config, int64_t n_layers) {
+std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
+                                         int64_t n_layers) {
   std::vector<int64_t> layers;
   const int64_t every = config.mode == "full" ? 1 : std::stoll(config.selective_ac_option);
   if (config.mode == "none") return layers;
@@ -12,9 +13,9 @@ std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& confi
   return layers;
 }
 
-std::vector<std::string> apply_activation_checkpointing(Transformer& model,
-                                                        const ActivationCheckpointConfig& config,
-                                                        std::shared_ptr<CheckpointContext> context) {
+std::vector<std::string> apply_activation_checkpointing(
+    Transformer& model, const ActivationCheckpointConfig& config,
+    std::shared_ptr<CheckpointContext> context) {
   std::vector<std::string> names;
   for (int64_t layer : checkpointed_layers(config, model->args().n_layers)) {
     CheckpointOptions options;

@@ -15,7 +15,8 @@ namespace titan {
 // "full"; for "selective" with option N, the blocks whose 1-based position is a multiple of N
 // (N = 2 on 6 layers: layers.1, layers.3, layers.5); none for "none".
 // Requires: the config was validated (option is a positive integer).
-std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config, int64_t n_layers);
+std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
+                                         int64_t n_layers);
 
 // Routes the chosen blocks of `model` through checkpoint() with the config's options, sharing
 // `context` (step, debug folder). Returns the wrapped blocks' names ("layers.1", ...).

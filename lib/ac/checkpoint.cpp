@@ -1,8 +1,8 @@
 #include "ac/checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
 
@@ -96,7 +96,8 @@ struct CheckpointState : torch::CustomClassHolder {
   uint64_t forward_output_checksum = 0;
 };
 
-[[maybe_unused]] const auto kRegistered = torch::class_<CheckpointState>("titan", "CheckpointState");
+[[maybe_unused]] const auto kRegistered =
+    torch::class_<CheckpointState>("titan", "CheckpointState");
 
 // Runs the block while recording its ops when the check needs them.
 at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace) {
@@ -141,7 +142,8 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     return {x.grad(), at::Tensor()};
   }
 
-  static void check_recompute(const CheckpointState& s, const OpTrace& recomputed, const at::Tensor& out) {
+  static void check_recompute(const CheckpointState& s, const OpTrace& recomputed,
+                              const at::Tensor& out) {
     if (s.options.check == DeterminismCheck::kNone) return;
     RecomputeComparison c;
     c.block_name = s.options.block_name;

@@ -28,7 +28,8 @@ enum class DeterminismCheck {
   kBitwise,  // also every op output's bits (checksums) and the block output's
 };
 
-DeterminismCheck parse_determinism_check(const std::string& name);  // "none" | "default" | "bitwise"
+DeterminismCheck parse_determinism_check(
+    const std::string& name);  // "none" | "default" | "bitwise"
 
 // State shared by all checkpointed blocks of a run: the step (for messages) and where debug
 // traces go.

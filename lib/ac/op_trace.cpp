@@ -1,7 +1,5 @@
 #include "ac/op_trace.h"
 
-#include "util/hash.h"
-
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
@@ -11,6 +9,8 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+
+#include "util/hash.h"
 
 namespace titan {
 namespace {
@@ -36,7 +36,8 @@ const char* intern(const char* name) {
 
 // Ops whose outputs are uninitialized memory: their bytes legitimately differ between runs.
 bool returns_uninitialized(const char* name) {
-  for (const char* prefix : {"aten::empty", "aten::new_empty", "aten::resize", "aten::_resize", "aten::set_"}) {
+  for (const char* prefix :
+       {"aten::empty", "aten::new_empty", "aten::resize", "aten::_resize", "aten::set_"}) {
     if (std::strncmp(name, prefix, std::strlen(prefix)) == 0) return true;
   }
   return false;
@@ -56,7 +57,7 @@ bool is_in_place(const char* name) {
 // What the end callback needs to know about an op's tensor inputs (inputs are only readable in
 // the start callback).
 struct InputInfo : public at::ObserverContext {
-  std::vector<int64_t> ids;                     // debug mode
+  std::vector<int64_t> ids;                       // debug mode
   std::vector<const c10::StorageImpl*> storages;  // checksum mode
 };
 
@@ -77,7 +78,8 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
     if (!input.isTensor() || !input.toTensor().defined()) continue;
     const auto& t = input.toTensor();
     if (trace->capture_inputs) ctx->ids.push_back(id_of(*trace, t));
-    if (trace->checksums && t.has_storage()) ctx->storages.push_back(t.storage().unsafeGetStorageImpl());
+    if (trace->checksums && t.has_storage())
+      ctx->storages.push_back(t.storage().unsafeGetStorageImpl());
   }
   return ctx;
 }
@@ -89,7 +91,8 @@ bool holds_computed_values(const OpRecord& record, const at::Tensor& t, const In
   if (!record.top_level || !t.is_contiguous() || returns_uninitialized(record.name)) return false;
   if (is_in_place(record.name) || !inputs || !t.has_storage()) return true;
   const auto* storage = t.storage().unsafeGetStorageImpl();
-  return std::find(inputs->storages.begin(), inputs->storages.end(), storage) == inputs->storages.end();
+  return std::find(inputs->storages.begin(), inputs->storages.end(), storage) ==
+         inputs->storages.end();
 }
 
 void add_output(OpTrace& trace, OpRecord& record, const at::Tensor& t, const InputInfo* inputs) {
@@ -129,18 +132,30 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 std::string dtype_abbreviation(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "f32";
-    case at::kDouble: return "f64";
-    case at::kHalf: return "f16";
-    case at::kBFloat16: return "bf16";
-    case at::kLong: return "i64";
-    case at::kInt: return "i32";
-    case at::kShort: return "i16";
-    case at::kChar: return "i8";
-    case at::kByte: return "u8";
-    case at::kBool: return "b8";
-    case at::kComplexFloat: return "c64";
-    default: return c10::toString(t);
+    case at::kFloat:
+      return "f32";
+    case at::kDouble:
+      return "f64";
+    case at::kHalf:
+      return "f16";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kLong:
+      return "i64";
+    case at::kInt:
+      return "i32";
+    case at::kShort:
+      return "i16";
+    case at::kChar:
+      return "i8";
+    case at::kByte:
+      return "u8";
+    case at::kBool:
+      return "b8";
+    case at::kComplexFloat:
+      return "c64";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -170,7 +185,8 @@ std::string OpTrace::format_line(size_t index) const {
   }
   std::string args;
   for (size_t i = 0; i < op.input_ids.size(); ++i) {
-    args += (i ? ", " : "") + (op.input_ids[i] >= 0 ? "$" + std::to_string(op.input_ids[i]) : std::string("?"));
+    args += (i ? ", " : "") +
+            (op.input_ids[i] >= 0 ? "$" + std::to_string(op.input_ids[i]) : std::string("?"));
   }
   return fmt::format("{}: {} = {}({})", index, lhs.empty() ? "()" : lhs, op.name, args);
 }

@@ -40,8 +40,8 @@ struct OpRecord {
 
 struct OpTrace {
   std::vector<OpRecord> ops;
-  bool checksums = false;       // hash op outputs (bitwise mode)
-  bool capture_inputs = false;  // remember tensor identities (debug mode)
+  bool checksums = false;                        // hash op outputs (bitwise mode)
+  bool capture_inputs = false;                   // remember tensor identities (debug mode)
   std::unordered_map<const void*, int64_t> ids;  // TensorImpl -> $id, debug mode only
   int64_t next_id = 0;
 

@@ -33,7 +33,8 @@ std::string describe_op(const OpTrace& trace, size_t index, bool with_checksums)
   for (const auto& out : op.outputs) {
     if (!outputs.empty()) outputs += ", ";
     outputs += describe_meta(out);
-    if (with_checksums) outputs += out.hashed ? fmt::format(" checksum {:016x}", out.checksum) : " (not hashed)";
+    if (with_checksums)
+      outputs += out.hashed ? fmt::format(" checksum {:016x}", out.checksum) : " (not hashed)";
   }
   return fmt::format("{} -> {}", op.name, outputs.empty() ? "no tensor outputs" : outputs);
 }
@@ -67,9 +68,11 @@ std::string format_traces(const RecomputeComparison& c, std::optional<size_t> di
     }
     return out;
   };
-  std::string out = fmt::format("# {} at step {}: ops of the original forward and of the recomputation\n",
-                                c.block_name, c.step);
-  out += "# the first divergent op is marked >>; $N names a tensor, #... is a checksum of its bytes\n";
+  std::string out =
+      fmt::format("# {} at step {}: ops of the original forward and of the recomputation\n",
+                  c.block_name, c.step);
+  out +=
+      "# the first divergent op is marked >>; $N names a tensor, #... is a checksum of its bytes\n";
   return out + section("forward", *c.forward) + section("recompute", *c.recompute);
 }
 
@@ -83,10 +86,12 @@ void raise_on_mismatch(const RecomputeComparison& c) {
   std::string message;
   if (at) {
     const size_t n = std::max(c.forward->ops.size(), c.recompute->ops.size());
-    const char* name = *at < c.forward->ops.size() ? c.forward->ops[*at].name : c.recompute->ops[*at].name;
+    const char* name =
+        *at < c.forward->ops.size() ? c.forward->ops[*at].name : c.recompute->ops[*at].name;
     message = fmt::format(
         "activation checkpoint recompute mismatch at {}: op {} of {} ({}) differs "
-        "(determinism_check = \"{}\")\n  forward:   {}\n  recompute: {}\n  ops run: forward {}, recompute {}",
+        "(determinism_check = \"{}\")\n  forward:   {}\n  recompute: {}\n  ops run: forward {}, "
+        "recompute {}",
         where, *at, n, name, bitwise ? "bitwise" : "default", describe_op(*c.forward, *at, bitwise),
         describe_op(*c.recompute, *at, bitwise), c.forward->ops.size(), c.recompute->ops.size());
   } else {
@@ -104,8 +109,9 @@ void raise_on_mismatch(const RecomputeComparison& c) {
       hint = fmt::format("both op traces are in {}", debug_file_name(c));
     }
   } else {
-    hint = "set activation_checkpoint.debug = true to print both op traces and save them under "
-           "<dump_folder>/ac_debug/";
+    hint =
+        "set activation_checkpoint.debug = true to print both op traces and save them under "
+        "<dump_folder>/ac_debug/";
   }
   throw RecomputeMismatch(message, hint);
 }

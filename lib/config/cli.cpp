@@ -76,8 +76,8 @@ std::vector<std::string> normalize(const std::vector<std::string>& args,
       continue;
     }
     bool is_bool = spec && std::holds_alternative<bool*>(spec->target);
-    bool next_is_value = i + 1 < args.size() &&
-                         (!is_bool || args[i + 1] == "true" || args[i + 1] == "false");
+    bool next_is_value =
+        i + 1 < args.size() && (!is_bool || args[i + 1] == "true" || args[i + 1] == "false");
     if (is_bool && !next_is_value) {
       out.push_back("--" + name + "=true");
     } else if (next_is_value) {
@@ -120,9 +120,12 @@ CliRequest parse_command_line(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> overrides;
   try {
     auto result = options.parse(static_cast<int>(argv.size()), argv.data());
-    if (result.count("help")) request.action = CliAction::kHelp;
-    else if (result.count("version")) request.action = CliAction::kVersion;
-    else if (result.count("print-config")) request.action = CliAction::kPrintConfig;
+    if (result.count("help"))
+      request.action = CliAction::kHelp;
+    else if (result.count("version"))
+      request.action = CliAction::kVersion;
+    else if (result.count("print-config"))
+      request.action = CliAction::kPrintConfig;
     for (auto& kv : result.arguments()) {
       if (contains(kConfigFileFlags, kv.key())) {
         request.config_file = kv.value();

@@ -9,7 +9,8 @@ namespace titan {
 std::string to_toml(const Config& config) {
   Config copy = config;
   auto fields = config_fields(copy);
-  std::string out = "# Resolved titan-train config: titan-train --config <this file> repeats the run.\n";
+  std::string out =
+      "# Resolved titan-train config: titan-train --config <this file> repeats the run.\n";
   for (auto& section : config_sections()) {
     out += fmt::format("\n[{}]\n", section);
     for (auto& f : fields) {

@@ -24,8 +24,8 @@ std::optional<double> numeric_value(const FieldSpec& spec) {
 }
 
 std::string bound_text(const FieldSpec& spec) {
-  std::string lower = spec.min ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=", *spec.min)
-                               : "";
+  std::string lower =
+      spec.min ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=", *spec.min) : "";
   std::string upper = spec.max ? fmt::format("<= {}", *spec.max) : "";
   if (!lower.empty() && !upper.empty()) return lower + " and " + upper;
   return lower + upper;
@@ -109,9 +109,9 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
     if (ok) **p = v;
   }
   if (!ok) {
-    throw ConfigError(at,
-                      fmt::format("{}: expected {}, got \"{}\"", spec.name(), spec.type_name(), text),
-                      fmt::format("for example --{}={}", spec.name(), example_value(spec)));
+    throw ConfigError(
+        at, fmt::format("{}: expected {}, got \"{}\"", spec.name(), spec.type_name(), text),
+        fmt::format("for example --{}={}", spec.name(), example_value(spec)));
   }
   check_field_value(spec, at);
 }

@@ -52,8 +52,9 @@ std::string format_double(double v) {
 }  // namespace
 
 std::vector<std::string> config_sections() {
-  return {"job",     "model",      "training",              "optimizer", "lr_scheduler",
-          "metrics", "checkpoint", "activation_checkpoint", "debug"};
+  return {"job",          "model",   "training",   "optimizer",
+          "lr_scheduler", "metrics", "checkpoint", "activation_checkpoint",
+          "debug"};
 }
 
 std::vector<FieldSpec> config_fields(Config& c) {
@@ -72,7 +73,8 @@ std::vector<FieldSpec> config_fields(Config& c) {
                0, 0.99),
 
       at_least(field("training", "local_batch_size", &t.local_batch_size,
-                     "Sequences per micro-batch on each rank"), 1),
+                     "Sequences per micro-batch on each rank"),
+               1),
       field("training", "global_batch_size", &t.global_batch_size,
             "Sequences per optimizer step over all ranks; -1 means local_batch_size x "
             "data-parallel degree; larger values accumulate gradients over micro-batches"),
@@ -90,8 +92,8 @@ std::vector<FieldSpec> config_fields(Config& c) {
                          "Token width of headerless .bin shards (llm.c headers override it)"),
                    {"uint16", "uint32"}),
       not_hashed(with_choices(field("training", "device", &t.device,
-                         "Where to train: auto picks cuda when available, else cpu"),
-                   {"auto", "cpu", "cuda"})),
+                                    "Where to train: auto picks cuda when available, else cpu"),
+                              {"auto", "cpu", "cuda"})),
       with_choices(field("training", "mixed_precision_param", &t.mixed_precision_param,
                          "Autocast dtype on CUDA (CPU always trains in float32)"),
                    {"bfloat16", "float32"}),
@@ -104,37 +106,44 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1"), 0, 1),
       at_least(field("optimizer", "beta2", &c.optimizer.beta2, "AdamW beta2"), 0, 1),
       above(field("optimizer", "eps", &c.optimizer.eps, "AdamW epsilon"), 0),
-      at_least(field("optimizer", "weight_decay", &c.optimizer.weight_decay,
-                     "Decoupled weight decay"), 0),
+      at_least(
+          field("optimizer", "weight_decay", &c.optimizer.weight_decay, "Decoupled weight decay"),
+          0),
 
       at_least(field("lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
-                     "Steps of linear warmup from lr/warmup_steps to lr"), 0),
+                     "Steps of linear warmup from lr/warmup_steps to lr"),
+               0),
       at_least(field("lr_scheduler", "decay_ratio", &c.lr_scheduler.decay_ratio,
                      "Fraction of the steps spent decaying at the end; unset: decay right after "
-                     "warmup"), 0, 1),
-      with_choices(field("lr_scheduler", "decay_type", &c.lr_scheduler.decay_type,
-                         "Shape of the decay"),
-                   {"linear", "sqrt", "cosine"}),
+                     "warmup"),
+               0, 1),
+      with_choices(
+          field("lr_scheduler", "decay_type", &c.lr_scheduler.decay_type, "Shape of the decay"),
+          {"linear", "sqrt", "cosine"}),
       at_least(field("lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor,
-                     "The decay ends at lr x min_lr_factor"), 0, 1),
+                     "The decay ends at lr x min_lr_factor"),
+               0, 1),
 
       not_hashed(at_least(field("metrics", "log_freq", &c.metrics.log_freq,
-                                "Log metrics at step 1 and every log_freq steps"), 1)),
+                                "Log metrics at step 1 and every log_freq steps"),
+                          1)),
 
       field("checkpoint", "enable", &c.checkpoint.enable, "Save and resume training checkpoints"),
       not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
                        "Checkpoint folder, relative to job.dump_folder")),
-      at_least(field("checkpoint", "interval", &c.checkpoint.interval,
-                     "Save every interval steps"), 1),
+      at_least(field("checkpoint", "interval", &c.checkpoint.interval, "Save every interval steps"),
+               1),
       not_hashed(at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
-                                "Checkpoints to keep; 0 keeps all (1 is not allowed)"), 0)),
+                                "Checkpoints to keep; 0 keeps all (1 is not allowed)"),
+                          0)),
       field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
             "The final save holds the model weights only"),
       with_choices(field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
                          "dtype of a model-only final save"),
                    {"float32", "bfloat16"}),
       at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
-                     "Step to resume from; -1 means the latest"), -1),
+                     "Step to resume from; -1 means the latest"),
+               -1),
 
       with_choices(field("activation_checkpoint", "mode", &ac.mode,
                          "Activation checkpointing of transformer blocks"),
@@ -156,7 +165,8 @@ std::vector<FieldSpec> config_fields(Config& c) {
       field("debug", "deterministic_warn_only", &c.debug.deterministic_warn_only,
             "Warn about ops without a deterministic implementation instead of failing"),
       at_least(field("debug", "fingerprint_freq", &c.debug.fingerprint_freq,
-                     "fingerprint.log records a checksum of all parameters every N steps"), 1),
+                     "fingerprint.log records a checksum of all parameters every N steps"),
+               1),
   };
 }
 
@@ -182,11 +192,21 @@ std::string toml_quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char ch : s) {
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (ch < 0x20 || ch == 0x7f) {
           out += fmt::format("\\u{:04X}", ch);

@@ -1,12 +1,12 @@
 // TOML -> Config, with errors that point at file:line:col.
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "config/field_io.h"
 #include "config/loader.h"
@@ -78,10 +78,10 @@ void apply_key(const std::string& section, const std::string& key, const toml::n
   for (auto& spec : fields) {
     if (spec.section != section || spec.key != key) continue;
     if (!assign(spec, node)) {
-      throw ConfigError(value_at,
-                        fmt::format("{}: expected {}, got {}", spec.name(), spec.type_name(),
-                                    describe(node)),
-                        fmt::format("write it as {} = {}", key, example_value(spec)));
+      throw ConfigError(
+          value_at,
+          fmt::format("{}: expected {}, got {}", spec.name(), spec.type_name(), describe(node)),
+          fmt::format("write it as {} = {}", key, example_value(spec)));
     }
     check_field_value(spec, value_at);
     return;
@@ -118,9 +118,9 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
     auto* table = root.get(section_key)->as_table();
     if (!table) {
       std::string guess = suggest_key("", section, fields);
-      throw ConfigError(at, fmt::format("key '{}' must be inside a [section]", section),
-                        guess.empty() ? "see --help for the sections"
-                                      : fmt::format("did you mean {}?", guess));
+      throw ConfigError(
+          at, fmt::format("key '{}' must be inside a [section]", section),
+          guess.empty() ? "see --help for the sections" : fmt::format("did you mean {}?", guess));
     }
     if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
       std::string guess = closest_match(section, sections);

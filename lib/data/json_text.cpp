@@ -13,7 +13,8 @@ class JsonCursor {
   explicit JsonCursor(const std::string& s) : s_(s) {}
 
   void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r' || s_[i_] == '\n')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r' || s_[i_] == '\n'))
+      ++i_;
   }
   char peek() {
     skip_ws();
@@ -43,16 +44,35 @@ class JsonCursor {
       if (i_ >= s_.size()) fail("unterminated escape");
       char e = s_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(out, code_point()); break;
-        default: fail(std::string("bad escape \\") + e);
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          append_utf8(out, code_point());
+          break;
+        default:
+          fail(std::string("bad escape \\") + e);
       }
     }
   }
@@ -101,7 +121,8 @@ class JsonCursor {
   }
   unsigned code_point() {
     unsigned cp = hex4();
-    if (cp >= 0xD800 && cp <= 0xDBFF && i_ + 6 <= s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
+    if (cp >= 0xD800 && cp <= 0xDBFF && i_ + 6 <= s_.size() && s_[i_] == '\\' &&
+        s_[i_ + 1] == 'u') {
       i_ += 2;
       unsigned low = hex4();
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);

@@ -11,12 +11,16 @@ namespace titan {
 
 DataLoader::DataLoader(std::shared_ptr<const TokenSource> source, int64_t batch_size,
                        int64_t seq_len, int64_t rank, int64_t world)
-    : source_(std::move(source)), batch_size_(batch_size), seq_len_(seq_len), rank_(rank), world_(world) {
+    : source_(std::move(source)),
+      batch_size_(batch_size),
+      seq_len_(seq_len),
+      rank_(rank),
+      world_(world) {
   if (source_->num_documents() != 0 && source_->num_documents() < static_cast<uint64_t>(world_)) {
-    throw ConfigError("training.dataset_path",
-                      fmt::format("{} documents cannot be split over {} ranks",
-                                  source_->num_documents(), world_),
-                      "use a larger dataset or fewer ranks");
+    throw ConfigError(
+        "training.dataset_path",
+        fmt::format("{} documents cannot be split over {} ranks", source_->num_documents(), world_),
+        "use a larger dataset or fewer ranks");
   }
 }
 
@@ -65,8 +69,6 @@ Batch DataLoader::next() {
   return {windows.narrow(1, 0, seq_len_).contiguous(), windows.narrow(1, 1, seq_len_).contiguous()};
 }
 
-void DataLoader::load_state(const LoaderState& state) {
-  state_ = state;
-}
+void DataLoader::load_state(const LoaderState& state) { state_ = state; }
 
 }  // namespace titan

@@ -42,7 +42,8 @@ std::vector<std::string> list_files(const std::string& path, const std::string& 
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    data_error("training.dataset_path", fmt::format("{}: no {} files in this folder", path, extension));
+    data_error("training.dataset_path",
+               fmt::format("{}: no {} files in this folder", path, extension));
   }
   return files;
 }
@@ -80,7 +81,9 @@ class TextDocumentSource : public TokenSource {
   std::vector<int32_t> document(uint64_t index) const override {
     return tokenizer_.encode(docs_.at(index));
   }
-  std::string describe() const override { return fmt::format("{} ({} documents)", what_, docs_.size()); }
+  std::string describe() const override {
+    return fmt::format("{} ({} documents)", what_, docs_.size());
+  }
 
  private:
   std::vector<std::string> docs_;
@@ -113,7 +116,8 @@ std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
   for (auto& file : list_files(path, ".txt")) {
     for (auto& d : split_paragraphs(read_file(file))) docs.push_back(std::move(d));
   }
-  if (docs.empty()) data_error(path, "no text found", "the text dataset needs non-empty .txt files");
+  if (docs.empty())
+    data_error(path, "no text found", "the text dataset needs non-empty .txt files");
   return std::make_unique<TextDocumentSource>(std::move(docs), "text " + path);
 }
 
@@ -167,7 +171,8 @@ void append_tokens(const std::string& bytes, size_t offset, std::vector<int32_t>
   }
 }
 
-void read_shard(const std::string& file, const std::string& default_dtype, std::vector<int32_t>& out) {
+void read_shard(const std::string& file, const std::string& default_dtype,
+                std::vector<int32_t>& out) {
   std::string bytes = read_file(file);
   int32_t header[3] = {0, 0, 0};
   if (bytes.size() >= kLlmcHeaderBytes) std::memcpy(header, bytes.data(), sizeof(header));
@@ -184,8 +189,9 @@ void read_shard(const std::string& file, const std::string& default_dtype, std::
   }
   size_t width = default_dtype == "uint16" ? 2 : 4;
   if (bytes.size() % width != 0) {
-    data_error(file, fmt::format("size {} is not a multiple of {} bytes ({})", bytes.size(), width,
-                                 default_dtype),
+    data_error(file,
+               fmt::format("size {} is not a multiple of {} bytes ({})", bytes.size(), width,
+                           default_dtype),
                "check training.dataset_token_dtype");
   }
   width == 2 ? append_tokens<uint16_t>(bytes, 0, out) : append_tokens<uint32_t>(bytes, 0, out);
@@ -200,8 +206,9 @@ std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t 
     read_shard(file, t.dataset_token_dtype, tokens);
     auto worst = std::max_element(tokens.begin() + before, tokens.end());
     if (worst != tokens.end() && (*worst < 0 || *worst >= vocab_size)) {
-      data_error(file, fmt::format("token id {} at position {} is outside the model vocabulary ({})",
-                                   *worst, worst - tokens.begin() - before, vocab_size),
+      data_error(file,
+                 fmt::format("token id {} at position {} is outside the model vocabulary ({})",
+                             *worst, worst - tokens.begin() - before, vocab_size),
                  "pick a model flavor whose vocab_size covers the tokenizer that wrote the shards");
     }
   }
@@ -209,8 +216,9 @@ std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t 
     data_error(t.dataset_path, fmt::format("{} tokens is less than one window of {} (seq_len + 1)",
                                            tokens.size(), window));
   }
-  return std::make_unique<TokenShardSource>(std::move(tokens), window,
-                                            fmt::format("tokens {} ({} shards)", t.dataset_path, files.size()));
+  return std::make_unique<TokenShardSource>(
+      std::move(tokens), window,
+      fmt::format("tokens {} ({} shards)", t.dataset_path, files.size()));
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ SyntheticText::SyntheticText(uint64_t seed) : seed_(seed) {
   for (auto& c : cumulative_) c /= total;
   successors_.resize(words_.size());
   for (auto& next : successors_) {
-    for (size_t j = 0; j < kSuccessorsPerWord; ++j) next.push_back(static_cast<uint32_t>(below(state, kLexiconSize)));
+    for (size_t j = 0; j < kSuccessorsPerWord; ++j)
+      next.push_back(static_cast<uint32_t>(below(state, kLexiconSize)));
   }
 }
 

@@ -21,7 +21,7 @@ class SyntheticText {
  private:
   uint64_t seed_;
   std::vector<std::string> words_;
-  std::vector<double> cumulative_;                  // Zipf CDF over words_
+  std::vector<double> cumulative_;                 // Zipf CDF over words_
   std::vector<std::vector<uint32_t>> successors_;  // likely next words for each word
 };
 

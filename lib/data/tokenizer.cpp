@@ -4,7 +4,8 @@
 
 namespace titan {
 
-std::vector<int32_t> ByteTokenizer::encode(const std::string& text, bool add_bos, bool add_eos) const {
+std::vector<int32_t> ByteTokenizer::encode(const std::string& text, bool add_bos,
+                                           bool add_eos) const {
   std::vector<int32_t> tokens;
   tokens.reserve(text.size() + 2);
   if (add_bos) tokens.push_back(kBos);
@@ -16,7 +17,8 @@ std::vector<int32_t> ByteTokenizer::encode(const std::string& text, bool add_bos
 std::string ByteTokenizer::decode(const std::vector<int32_t>& tokens) const {
   std::string text;
   for (int32_t t : tokens) {
-    if (t < 0 || t >= kVocabSize) throw std::out_of_range("token id out of range: " + std::to_string(t));
+    if (t < 0 || t >= kVocabSize)
+      throw std::out_of_range("token id out of range: " + std::to_string(t));
     if (t < 256) text += static_cast<char>(t);
   }
   return text;

@@ -139,10 +139,12 @@ void raise_if_nondeterministic_op(const std::exception& error, int64_t step) {
   throw CheckFailure(
       fmt::format("step {}: {} has no deterministic implementation and debug.deterministic = true",
                   step, *op),
-      "set debug.deterministic_warn_only = true to log a warning instead, or debug.deterministic = false");
+      "set debug.deterministic_warn_only = true to log a warning instead, or debug.deterministic = "
+      "false");
 }
 
-DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world, std::ostream& log) {
+DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world,
+                                     std::ostream& log) {
   const auto& d = config.debug;
   DeterminismRecord r;
   r.rank = world.rank;
@@ -179,23 +181,26 @@ std::string format_determinism_block(const DeterminismRecord& r, const std::stri
   };
   auto yes_no = [](bool b) { return std::string(b ? "true" : "false"); };
   std::string out;
-  out += line("seed", fmt::format("{}{}", r.seed, r.seed_was_drawn ? " (drawn; set debug.seed to repeat)" : ""));
+  out += line("seed", fmt::format("{}{}", r.seed,
+                                  r.seed_was_drawn ? " (drawn; set debug.seed to repeat)" : ""));
   out += line("deterministic_algorithms", yes_no(r.deterministic));
   out += line("deterministic_warn_only", yes_no(r.deterministic_warn_only));
   out += line("cudnn.deterministic", yes_no(r.cudnn_deterministic));
   out += line("cudnn.benchmark", yes_no(r.cudnn_benchmark));
-  out += line("CUBLAS_WORKSPACE_CONFIG", r.cublas_workspace_config.empty()
-                                             ? std::string("unset")
-                                             : fmt::format("{} ({})", r.cublas_workspace_config,
-                                                           r.cublas_workspace_origin));
-  out += line("fill_uninitialized_memory",
-              r.fill_uninitialized_memory ? yes_no(*r.fill_uninitialized_memory) + " (PyTorch default)"
-                                          : std::string("n/a (libtorch < 2.2)"));
+  out += line("CUBLAS_WORKSPACE_CONFIG",
+              r.cublas_workspace_config.empty()
+                  ? std::string("unset")
+                  : fmt::format("{} ({})", r.cublas_workspace_config, r.cublas_workspace_origin));
+  out +=
+      line("fill_uninitialized_memory",
+           r.fill_uninitialized_memory ? yes_no(*r.fill_uninitialized_memory) + " (PyTorch default)"
+                                       : std::string("n/a (libtorch < 2.2)"));
   out += line("cpu_threads", fmt::format("{} (OpenBLAS {})", r.cpu_threads,
                                          r.blas_threads_set ? "matched" : "not OpenBLAS"));
   out += line("device", device);
   out += line("world_size", fmt::format("{} (rank {})", r.world_size, r.rank));
-  if (r.deterministic) out += "[determinism] deterministic algorithms enabled (expect some slowdown)\n";
+  if (r.deterministic)
+    out += "[determinism] deterministic algorithms enabled (expect some slowdown)\n";
   return out;
 }
 

@@ -17,16 +17,17 @@ namespace titan {
 
 struct DeterminismRecord {
   uint64_t seed = 0;
-  bool seed_was_drawn = false;          // [debug] seed was unset
-  bool deterministic = false;           // at::Context deterministic algorithms, read back
+  bool seed_was_drawn = false;  // [debug] seed was unset
+  bool deterministic = false;   // at::Context deterministic algorithms, read back
   bool deterministic_warn_only = false;
-  bool cudnn_deterministic = false;     // read back from at::Context
+  bool cudnn_deterministic = false;  // read back from at::Context
   bool cudnn_benchmark = false;
   std::string cublas_workspace_config;  // the variable's value in the environment, "" if unset
-  std::string cublas_workspace_origin;  // "set by titan-train", "kept from the environment", "unset"
+  std::string
+      cublas_workspace_origin;  // "set by titan-train", "kept from the environment", "unset"
   std::optional<bool> fill_uninitialized_memory;  // libtorch >= 2.2; left at PyTorch's default
   int64_t cpu_threads = 0;
-  bool blas_threads_set = false;        // OpenBLAS pool sized too
+  bool blas_threads_set = false;  // OpenBLAS pool sized too
   int64_t rank = 0;
   int64_t world_size = 1;
 };
@@ -43,7 +44,8 @@ inline const char* const kDeterministicCublasConfigs[] = {":4096:8", ":16:8"};
 // Throws ConfigError (exit 2) for an invalid CUBLAS_WORKSPACE_CONFIG or a multi-process run
 // without a seed. With warn-only, installs a warning handler that logs each op without a
 // deterministic implementation once, to `log`.
-DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world, std::ostream& log);
+DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world,
+                                     std::ostream& log);
 
 // The [determinism] block for the start of the log, one setting per line.
 std::string format_determinism_block(const DeterminismRecord& record, const std::string& device);

@@ -36,7 +36,8 @@ WorldInfo world_from_environment() {
     read_int("SLURM_LOCALID", w.local_rank);
   }
   if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
-    throw ConfigError("environment", fmt::format("rank {} is outside a world of size {}", w.rank, w.world_size),
+    throw ConfigError("environment",
+                      fmt::format("rank {} is outside a world of size {}", w.rank, w.world_size),
                       "check RANK/WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS)");
   }
   return w;

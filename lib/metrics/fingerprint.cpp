@@ -47,7 +47,8 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   out += fmt::format("seed {}\n", d.seed);
   out += fmt::format("deterministic {}\n", d.deterministic);
   out += fmt::format("deterministic_warn_only {}\n", d.deterministic_warn_only);
-  out += fmt::format("cudnn_deterministic {} cudnn_benchmark {}\n", d.cudnn_deterministic, d.cudnn_benchmark);
+  out += fmt::format("cudnn_deterministic {} cudnn_benchmark {}\n", d.cudnn_deterministic,
+                     d.cudnn_benchmark);
   out += fmt::format("cublas_workspace_config {}\n",
                      d.cublas_workspace_config.empty() ? "unset" : d.cublas_workspace_config);
   out += fmt::format("cpu_threads {}\n", d.cpu_threads);
@@ -57,8 +58,8 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
 
 std::string FingerprintLog::format_step(int64_t step, double loss, double grad_norm, double lr,
                                         int64_t tokens_seen, std::optional<uint64_t> checksum) {
-  std::string line = fmt::format("step {} loss {} ({:.9g}) grad_norm {} ({:.9g}) lr {} tokens {}", step,
-                                 hex_float(loss), loss, hex_float(grad_norm), grad_norm,
+  std::string line = fmt::format("step {} loss {} ({:.9g}) grad_norm {} ({:.9g}) lr {} tokens {}",
+                                 step, hex_float(loss), loss, hex_float(grad_norm), grad_norm,
                                  hex_float(lr), tokens_seen);
   if (checksum) line += fmt::format(" params {:016x}", *checksum);
   return line;

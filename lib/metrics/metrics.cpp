@@ -24,8 +24,8 @@ std::string format_console_line(const StepMetrics& m) {
   return fmt::format(
       "step: {:2}  loss: {:8.5f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {}  "
       "tflops: {:.2f}  mfu: {:.2f}%  lr: {:.4e}",
-      m.step, m.loss, m.grad_norm, m.memory_gib, m.memory_pct,
-      with_thousands(std::llround(m.tps)), m.tflops, m.mfu_pct, m.lr);
+      m.step, m.loss, m.grad_norm, m.memory_gib, m.memory_pct, with_thousands(std::llround(m.tps)),
+      m.tflops, m.mfu_pct, m.lr);
 }
 
 std::string format_json_line(const StepMetrics& m) {

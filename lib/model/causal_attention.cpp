@@ -1,9 +1,8 @@
 #include "model/causal_attention.h"
 
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 #include <torch/version.h>
-
-#include <ATen/record_function.h>
 
 #include <cmath>
 #include <limits>
@@ -31,7 +30,8 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     at::RecordFunction record(at::RecordScope::FUNCTION);
     if (record.isActive()) record.before("titan::causal_attention");
     at::Tensor out = compute_forward(ctx, q, k, v, block);
-    if (record.isActive() && record.needsOutputs()) record.setOutputs(std::vector<c10::IValue>{out});
+    if (record.isActive() && record.needsOutputs())
+      record.setOutputs(std::vector<c10::IValue>{out});
     return {out};
   }
 
@@ -47,9 +47,10 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     variable_list saved = {q3, k3, v3};
     for (int64_t start = 0; start < T; start += block) {
       const int64_t end = std::min(T, start + block);
-      auto mask = block_mask(start, end, q.options());                              // (L, end)
-      auto kt = k3.narrow(1, 0, end).transpose(1, 2);                               // (BH, D, end)
-      auto probs = at::baddbmm(mask, q3.narrow(1, start, end - start), kt, 1.0, scale);  // (BH, L, end)
+      auto mask = block_mask(start, end, q.options());  // (L, end)
+      auto kt = k3.narrow(1, 0, end).transpose(1, 2);   // (BH, D, end)
+      auto probs =
+          at::baddbmm(mask, q3.narrow(1, start, end - start), kt, 1.0, scale);  // (BH, L, end)
       at::_softmax_out(probs, probs, -1, false);
       out.narrow(1, start, end - start).copy_(at::bmm(probs, v3.narrow(1, 0, end)));
       saved.push_back(probs);
@@ -75,8 +76,8 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     size_t index = 3;
     for (int64_t start = 0; start < T; start += block, ++index) {
       const int64_t end = std::min(T, start + block), len = end - start;
-      const auto& probs = saved[index];                        // (BH, L, end)
-      auto go = grad_out.narrow(1, start, len);                // (BH, L, D)
+      const auto& probs = saved[index];          // (BH, L, end)
+      auto go = grad_out.narrow(1, start, len);  // (BH, L, D)
       dv.narrow(1, 0, end).baddbmm_(probs.transpose(1, 2), go);
       auto dprobs = at::bmm(go, v3.narrow(1, 0, end).transpose(1, 2));  // (BH, L, end)
       auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());

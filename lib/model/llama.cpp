@@ -48,7 +48,7 @@ at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double th
   }
   auto t = at::arange(max_seq_len, at::kFloat);
   auto angles = at::outer(t, freqs).to(at::kFloat);  // (T, E/2)
-  return at::polar(at::ones_like(angles), angles);  // complex64
+  return at::polar(at::ones_like(angles), angles);   // complex64
 }
 
 at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis) {
@@ -90,7 +90,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_c
   const int64_t n_rep = n_heads_ / n_kv_heads_;
   k = repeat_kv(k, n_rep);
   v = repeat_kv(v, n_rep);
-  auto out = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
+  auto out =
+      causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
   return wo(out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
 }
 
@@ -100,9 +101,7 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim) {
   w3 = register_module("w3", linear(dim, hidden_dim));
 }
 
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return w2(at::silu(w1(x)) * w3(x));
-}
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x) { return w2(at::silu(w1(x)) * w3(x)); }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
     : layer_id_(layer_id), dropout_(args.dropout) {
@@ -133,15 +132,16 @@ void TransformerBlockImpl::init_weights(double weight_init_std) {
 // ---- Transformer -----------------------------------------------------------------------------
 
 TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
-  tok_embeddings = register_module("tok_embeddings", torch::nn::Embedding(args.vocab_size, args.dim));
+  tok_embeddings =
+      register_module("tok_embeddings", torch::nn::Embedding(args.vocab_size, args.dim));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
   norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
   output = register_module("output", linear(args.dim, args.vocab_size));
   runners_.resize(args.n_layers);
   freqs_cis_ = register_buffer(
-      "freqs_cis", precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta,
-                                        args.rope_scaling));
+      "freqs_cis",
+      precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta, args.rope_scaling));
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
@@ -151,7 +151,9 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   for (size_t i = 0; i < layers->size(); ++i) {
     // Shared ownership: a checkpointed block's function lives until its backward.
     auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(i));
-    BlockFunction run = [block, freqs = freqs_cis_](const at::Tensor& x) { return block->forward(x, freqs); };
+    BlockFunction run = [block, freqs = freqs_cis_](const at::Tensor& x) {
+      return block->forward(x, freqs);
+    };
     h = runners_[i] ? runners_[i](run, h) : run(h);
   }
   return output(norm(h));  // (B, T, V)

@@ -18,7 +18,9 @@ int64_t ModelArgs::num_params() const {
   return vocab_size * dim + n_layers * block + dim + dim * vocab_size;  // + norm, output
 }
 
-std::vector<std::string> model_flavors() { return {"tiny", "debugmodel", "1B", "8B", "70B", "405B"}; }
+std::vector<std::string> model_flavors() {
+  return {"tiny", "debugmodel", "1B", "8B", "70B", "405B"};
+}
 
 ModelArgs model_args_for_flavor(const std::string& flavor) {
   ModelArgs a;
@@ -37,8 +39,8 @@ ModelArgs model_args_for_flavor(const std::string& flavor) {
     a.dim = 8192, a.n_layers = 80, a.n_heads = 64, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
     a.multiple_of = 4096;
   } else if (flavor == "405B") {
-    a.dim = 16384, a.n_layers = 126, a.n_heads = 128, a.n_kv_heads = 8,
-    a.ffn_dim_multiplier = 1.2, a.multiple_of = 4096;
+    a.dim = 16384, a.n_layers = 126, a.n_heads = 128, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.2,
+    a.multiple_of = 4096;
   } else {
     throw std::invalid_argument("unknown model flavor: " + flavor);
   }

@@ -18,8 +18,10 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
   set_learning_rate(optimizer, lr);
   optimizer.zero_grad();
   double tokens_in_step = 0;
-  for (const auto& batch : micro_batches) tokens_in_step += static_cast<double>(batch.labels.numel());
-  at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
+  for (const auto& batch : micro_batches)
+    tokens_in_step += static_cast<double>(batch.labels.numel());
+  at::Tensor loss_sum =
+      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
   for (const auto& batch : micro_batches) {
     auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
     at::Tensor loss;

@@ -33,11 +33,12 @@ void check_model_fits(const ModelArgs& args, const std::string& flavor, const c1
   const double needed = 16.0 * static_cast<double>(args.num_params());
   const double available = device_memory_bytes(device);
   if (available > 0 && needed > available) {
-    throw ConfigError("model.flavor",
-                      fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
-                                  "state; {} has {:.1f} GiB",
-                                  flavor, needed / (1 << 30), device_name(device), available / (1 << 30)),
-                      "pick a smaller flavor (debugmodel runs anywhere)");
+    throw ConfigError(
+        "model.flavor",
+        fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
+                    "state; {} has {:.1f} GiB",
+                    flavor, needed / (1 << 30), device_name(device), available / (1 << 30)),
+        "pick a smaller flavor (debugmodel runs anywhere)");
   }
 }
 
@@ -55,8 +56,9 @@ void prepare_dump_folder(const std::string& folder) {
 c10::Device resolve_device(const std::string& name) {
   bool cuda = torch::cuda::is_available();
   if (name == "cuda" && !cuda) {
-    throw ConfigError("training.device", "\"cuda\" was requested but CUDA is not available",
-                      "use device = \"cpu\" or \"auto\", or a CUDA build of libtorch on a GPU machine");
+    throw ConfigError(
+        "training.device", "\"cuda\" was requested but CUDA is not available",
+        "use device = \"cpu\" or \"auto\", or a CUDA build of libtorch on a GPU machine");
   }
   if (name == "cuda" || (name == "auto" && cuda)) return c10::Device(c10::kCUDA, 0);
   return c10::Device(c10::kCPU);
@@ -72,13 +74,15 @@ Trainer::Trainer(const Config& config, std::ostream& log)
       schedule_(config.lr_scheduler, config.training.steps) {
   const auto& t = config_.training;
   if (world_.world_size > 1) {
-    throw ConfigError("environment", fmt::format("this is rank {} of {} processes, but multi-process "
-                                                 "data-parallel training is not available yet",
-                                                 world_.rank, world_.world_size),
+    throw ConfigError("environment",
+                      fmt::format("this is rank {} of {} processes, but multi-process "
+                                  "data-parallel training is not available yet",
+                                  world_.rank, world_.world_size),
                       "run a single process (srun --ntasks=1, or torchrun --nproc_per_node=1)");
   }
   const int64_t data_parallel = 1;
-  const int64_t global = t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
+  const int64_t global =
+      t.global_batch_size == -1 ? t.local_batch_size * data_parallel : t.global_batch_size;
   grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
   autocast_bf16_ = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
 
@@ -93,14 +97,16 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   jsonl_ = std::make_unique<JsonlWriter>(config_.job.dump_folder + "/metrics.jsonl");
   FingerprintHeader header{device_.is_cuda() ? "cuda" : "cpu", hardware_name(device_),
                            config_hash(config_), determinism_};
-  fingerprint_ = std::make_unique<FingerprintLog>(config_.job.dump_folder + "/fingerprint.log", header);
+  fingerprint_ =
+      std::make_unique<FingerprintLog>(config_.job.dump_folder + "/fingerprint.log", header);
 
   model_ = Transformer(args_);
   model_->to(device_);
   model_->init_weights();
   model_->train();
   ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
-  checkpointed_blocks_ = apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
+  checkpointed_blocks_ =
+      apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   flops_per_token_ = flops_per_token(args_, t.seq_len);
@@ -119,8 +125,10 @@ void Trainer::log_start() const {
                       with_thousands(args_.num_params() - args_.num_embedding_params()));
   log_ << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(device_),
                       determinism_.cpu_threads, autocast_bf16_ ? "bf16 autocast" : "float32",
-                      determinism_.seed, determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
-  log_ << format_determinism_block(determinism_, fmt::format("{} {}", device_.str(), hardware_name(device_)));
+                      determinism_.seed,
+                      determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  log_ << format_determinism_block(determinism_,
+                                   fmt::format("{} {}", device_.str(), hardware_name(device_)));
   log_ << fmt::format("[titan] data: {}\n", source_->describe());
   log_ << fmt::format(
       "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches), "
@@ -128,17 +136,19 @@ void Trainer::log_start() const {
       t.steps, with_thousands(tokens_per_step), t.local_batch_size, t.seq_len, grad_accum_steps_,
       schedule_.warmup_steps(), config_.optimizer.lr);
   log_ << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
-                      flops_per_token_, peak_flops_ / 1e9, device_.is_cpu() ? " (measured sgemm)" : "",
-                      config_.job.dump_folder);
+                      flops_per_token_, peak_flops_ / 1e9,
+                      device_.is_cpu() ? " (measured sgemm)" : "", config_.job.dump_folder);
   const auto& ac = config_.activation_checkpoint;
   if (checkpointed_blocks_.empty()) {
     log_ << "[titan] activation checkpointing: off\n";
   } else {
-    log_ << fmt::format("[titan] activation checkpointing: mode {}{}, preserve_rng_state {}, "
-                        "determinism_check {}, debug {}\n",
-                        ac.mode, ac.mode == "selective" ? " every " + ac.selective_ac_option : "",
-                        ac.preserve_rng_state, ac.determinism_check, ac.debug);
-    for (const auto& name : checkpointed_blocks_) log_ << "[titan]   checkpointing " << name << "\n";
+    log_ << fmt::format(
+        "[titan] activation checkpointing: mode {}{}, preserve_rng_state {}, "
+        "determinism_check {}, debug {}\n",
+        ac.mode, ac.mode == "selective" ? " every " + ac.selective_ac_option : "",
+        ac.preserve_rng_state, ac.determinism_check, ac.debug);
+    for (const auto& name : checkpointed_blocks_)
+      log_ << "[titan]   checkpointing " << name << "\n";
   }
   log_.flush();
 }
@@ -196,7 +206,8 @@ TrainSummary Trainer::train() {
   TrainSummary summary;
   if (step_ == 0 && device_.is_cpu()) {
     // Baseline for activation memory (peak RSS minus this), used by scripts/bench_ac.sh.
-    log_ << fmt::format("[titan] rss before the first step: {:.3f} GiB\n", current_rss_bytes() / (1 << 30));
+    log_ << fmt::format("[titan] rss before the first step: {:.3f} GiB\n",
+                        current_rss_bytes() / (1 << 30));
   }
   const auto start = Clock::now();
   auto last_log = start;
@@ -217,7 +228,8 @@ TrainSummary Trainer::train() {
   summary.mean_tps = static_cast<double>(tokens_seen_) / summary.seconds;
   summary.checksum_seconds = checksum_seconds_;
   log_ << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}, final loss {:.5f}\n",
-                      summary.steps, summary.seconds, with_thousands(std::llround(summary.mean_tps)),
+                      summary.steps, summary.seconds,
+                      with_thousands(std::llround(summary.mean_tps)),
                       summary.losses.empty() ? NAN : summary.losses.back());
   log_ << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                       1e3 * checksum_seconds_, 100.0 * checksum_seconds_ / summary.seconds);

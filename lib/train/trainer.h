@@ -3,11 +3,11 @@
 // tokens in the step; clip; AdamW; LR schedule) for training.steps steps.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <iosfwd>
 #include <memory>
 #include <vector>
-
-#include <c10/core/Device.h>
 
 #include "ac/checkpoint.h"
 #include "config/config.h"
@@ -28,7 +28,7 @@ struct TrainSummary {
   double seconds = 0;
   double mean_tps = 0;
   double checksum_seconds = 0;  // spent on fingerprint.log parameter checksums
-  std::vector<double> losses;  // one per step
+  std::vector<double> losses;   // one per step
 };
 
 class Trainer {

@@ -13,7 +13,8 @@ std::string compose(const std::string& where, const std::string& message) {
 
 }  // namespace
 
-ConfigError::ConfigError(const std::string& where, const std::string& message, const std::string& hint)
+ConfigError::ConfigError(const std::string& where, const std::string& message,
+                         const std::string& hint)
     : std::runtime_error(compose(where, message)), where_(where), message_(message), hint_(hint) {}
 
 RuntimeFailure::RuntimeFailure(const std::string& message, const std::string& hint)

@@ -11,7 +11,8 @@ namespace {
 constexpr uint64_t kPrime = 0x100000001b3ull;  // FNV-1a's 64-bit prime
 constexpr size_t kChunk = size_t(1) << 20;
 
-uint64_t avalanche(uint64_t h) {  // splitmix64 finalizer: every output bit depends on every input bit
+uint64_t avalanche(
+    uint64_t h) {  // splitmix64 finalizer: every output bit depends on every input bit
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
   return h ^ (h >> 31);
@@ -34,7 +35,9 @@ uint64_t hash_chunk(const unsigned char* p, size_t n) {
 
 }  // namespace
 
-uint64_t hash_combine(uint64_t seed, uint64_t value) { return avalanche(seed ^ (value + 0x9e3779b97f4a7c15ull)); }
+uint64_t hash_combine(uint64_t seed, uint64_t value) {
+  return avalanche(seed ^ (value + 0x9e3779b97f4a7c15ull));
+}
 
 uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);

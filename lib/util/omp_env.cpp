@@ -1,7 +1,8 @@
 #include "util/omp_env.h"
 
-#include <cstdlib>
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace titan {
 
