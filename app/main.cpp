@@ -1,45 +1,44 @@
-// titan-train: parse the config, train, and map failures to exit codes (see README).
-#include <fmt/format.h>
-#include <torch/cuda.h>
-#include <torch/version.h>
-
+// titan-train: pick the subcommand, run it, and map failures to exit codes (see README).
 #include <iostream>
+#include <string>
+#include <vector>
 
-#include "config/loader.h"
-#include "train/trainer.h"
+#include "app/train_command.h"
 #include "util/error.h"
 #include "util/omp_env.h"
 
 namespace {
 
-int run(const std::vector<std::string>& args) {
-  titan::CliRequest request = titan::parse_command_line(args);
-  switch (request.action) {
-    case titan::CliAction::kHelp:
-      std::cout << titan::help_text();
-      return titan::kExitOk;
-    case titan::CliAction::kVersion:
-      std::cout << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\n", TITAN_VERSION,
-                               TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no");
-      return titan::kExitOk;
-    case titan::CliAction::kPrintConfig:
-      std::cout << titan::to_toml(request.config);
-      return titan::kExitOk;
-    case titan::CliAction::kTrain:
-      break;
+using Command = int (*)(const std::vector<std::string>& args, std::ostream& out);
+
+struct Subcommand {
+  const char* name;
+  Command run;  // receives the arguments after the subcommand's name, behind argv[0]
+};
+
+// Subcommands are named by the first argument; anything else is the training command.
+const Subcommand kSubcommands[] = {
+    {"train", titan::run_train_command},
+};
+
+int dispatch(std::vector<std::string> args) {
+  if (args.size() > 1) {
+    for (const auto& sub : kSubcommands) {
+      if (args[1] == sub.name) {
+        args.erase(args.begin() + 1);
+        return sub.run(args, std::cout);
+      }
+    }
   }
-  titan::Trainer trainer(request.config, std::cout);
-  trainer.train();
-  return titan::kExitOk;
+  return titan::run_train_command(args, std::cout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   titan::ensure_passive_omp_wait(argv);
-  std::vector<std::string> args(argv, argv + argc);
   try {
-    return run(args);
+    return dispatch(std::vector<std::string>(argv, argv + argc));
   } catch (...) {
     std::cout.flush();
     return titan::report_current_exception(std::cerr);

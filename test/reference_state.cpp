@@ -1,9 +1,11 @@
 #include "reference_state.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
+#include <sstream>
+#include <system_error>
+
+#include "util/files.h"
 
 namespace titan::test {
 namespace {
@@ -61,13 +63,14 @@ std::map<std::string, std::string> parse_config(const std::string& text) {
 }  // namespace
 
 ReferenceState load_reference_state(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error(path +
-                             ": cannot open (regenerate with scripts/reference/generate.sh)");
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  Reader r(bytes.str(), path);
+  std::string bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const std::system_error& e) {
+    throw std::runtime_error(path + ": " + e.code().message() +
+                             " (regenerate with scripts/reference/generate.sh)");
+  }
+  Reader r(bytes, path);
   if (r.read_string(8) != std::string(kMagic, 8)) r.fail("bad magic");
   if (auto v = r.read<uint32_t>(); v != kVersion)
     r.fail("unsupported version " + std::to_string(v));

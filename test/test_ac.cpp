@@ -23,8 +23,8 @@ namespace {
 ActivationCheckpointConfig ac_config(const std::string& mode, const std::string& check = "default",
                                      bool preserve_rng = true) {
   ActivationCheckpointConfig c;
-  c.mode = mode;
-  c.determinism_check = check;
+  c.mode = parse_enum<AcMode>(mode).value();
+  c.determinism_check = parse_enum<RecomputeCheck>(check).value();
   c.preserve_rng_state = preserve_rng;
   return c;
 }
@@ -32,25 +32,30 @@ ActivationCheckpointConfig ac_config(const std::string& mode, const std::string&
 struct LossAndGrads {
   double loss;
   std::vector<at::Tensor> grads;
+  std::vector<std::string> wrapped;  // the checkpointed blocks
 };
+
+using Names = std::vector<std::string>;
+const Names kAllFour = {"layers.0", "layers.1", "layers.2", "layers.3"};
 
 // Tiny model (4 layers so selective 2 wraps some but not all), same weights and batch for every
 // mode; one forward and backward in training mode.
 LossAndGrads loss_and_grads(const ActivationCheckpointConfig& config, double dropout = 0.0) {
   torch::manual_seed(42);
-  ModelArgs args = model_args_for_flavor("tiny");
+  ModelArgs args = model_args_for_flavor(Flavor::kTiny);
   args.n_layers = 4;
   args.max_seq_len = 32;
   args.dropout = dropout;
   Transformer model(args);
   model->init_weights();
   model->train();
-  apply_activation_checkpointing(model, config, std::make_shared<CheckpointContext>());
+  auto wrapped =
+      ac::apply_activation_checkpointing(model, config, std::make_shared<ac::CheckpointContext>());
   auto tokens = at::randint(0, args.vocab_size, {2, 33}, at::kLong);
   auto inputs = tokens.narrow(1, 0, 32), labels = tokens.narrow(1, 1, 32);
   auto loss = summed_cross_entropy(model->forward(inputs), labels) / 64.0;
   loss.backward();
-  LossAndGrads out{loss.item<double>(), {}};
+  LossAndGrads out{loss.item<double>(), {}, wrapped};
   for (auto& p : model->parameters()) out.grads.push_back(p.grad().clone());
   return out;
 }
@@ -67,22 +72,31 @@ void require_bitwise_equal(const LossAndGrads& a, const LossAndGrads& b) {
 }  // namespace
 
 TEST_CASE("ac: torchtitan's choice of blocks: full wraps all, selective N every Nth", "[ac]") {
-  CHECK(checkpointed_layers(ac_config("full"), 6) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
-  CHECK(checkpointed_layers(ac_config("selective"), 6) == std::vector<int64_t>{1, 3, 5});
+  CHECK(ac::checkpointed_layers(ac_config("full"), 6) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(ac::checkpointed_layers(ac_config("selective"), 6) == std::vector<int64_t>{1, 3, 5});
   auto every3 = ac_config("selective");
   every3.selective_ac_option = "3";
-  CHECK(checkpointed_layers(every3, 6) == std::vector<int64_t>{2, 5});
-  CHECK(checkpointed_layers(ac_config("none"), 6).empty());
+  CHECK(ac::checkpointed_layers(every3, 6) == std::vector<int64_t>{2, 5});
+  CHECK(ac::checkpointed_layers(ac_config("none"), 6).empty());
 }
 
 TEST_CASE("ac: none, full and selective give bitwise-equal loss and gradients", "[ac]") {
   auto none = loss_and_grads(ac_config("none"));
-  SECTION("full, default check") { require_bitwise_equal(none, loss_and_grads(ac_config("full"))); }
+  CHECK(none.wrapped.empty());
+  SECTION("full, default check") {
+    auto full = loss_and_grads(ac_config("full"));
+    CHECK(full.wrapped == kAllFour);
+    require_bitwise_equal(none, full);
+  }
   SECTION("selective 2, bitwise check") {
-    require_bitwise_equal(none, loss_and_grads(ac_config("selective", "bitwise")));
+    auto selective = loss_and_grads(ac_config("selective", "bitwise"));
+    CHECK(selective.wrapped == Names{"layers.1", "layers.3"});
+    require_bitwise_equal(none, selective);
   }
   SECTION("full, no check") {
-    require_bitwise_equal(none, loss_and_grads(ac_config("full", "none")));
+    auto unchecked = loss_and_grads(ac_config("full", "none"));
+    CHECK(unchecked.wrapped == kAllFour);
+    require_bitwise_equal(none, unchecked);
   }
 }
 
@@ -91,6 +105,7 @@ TEST_CASE(
     "[ac]") {
   auto none = loss_and_grads(ac_config("none"), 0.1);
   auto full = loss_and_grads(ac_config("full", "bitwise", /*preserve_rng=*/true), 0.1);
+  CHECK(full.wrapped == kAllFour);
   require_bitwise_equal(none, full);
 }
 
@@ -98,7 +113,7 @@ TEST_CASE("ac: dropout without preserve_rng_state: bitwise catches it, default d
   try {
     loss_and_grads(ac_config("full", "bitwise", /*preserve_rng=*/false), 0.1);
     FAIL("no mismatch reported");
-  } catch (const RecomputeMismatch& e) {
+  } catch (const ac::RecomputeMismatch& e) {
     CHECK_THAT(e.what(), Catch::Contains("block layers.3") && Catch::Contains("aten::dropout") &&
                              Catch::Contains("checksum"));
     CHECK_THAT(e.hint(), Catch::Contains("activation_checkpoint.debug"));
@@ -134,21 +149,21 @@ TEST_CASE("ac: a recompute that changes a shape is caught by the default check, 
   auto weight = at::randn({8, 8}).requires_grad_();
   int calls = 0;
   // Test-only block: the recomputation (second call) drops the last row before the matmul.
-  BlockFn block = [&calls, weight](const at::Tensor& x) {
+  ac::BlockFn block = [&calls, weight](const at::Tensor& x) {
     auto rows = ++calls == 1 ? x.size(0) : x.size(0) - 1;
     return at::mm(x.narrow(0, 0, rows), weight).tanh();
   };
-  CheckpointOptions options;
+  ac::CheckpointOptions options;
   options.block_name = "layers.7";
   options.debug = true;
   options.context->step = 12;
   options.context->debug_dir = dir;
   auto x = at::randn({4, 8}).requires_grad_();
-  auto out = checkpoint(block, x, options);
+  auto out = ac::checkpoint(block, x, options);
   try {
     out.sum().backward();
     FAIL("no mismatch reported");
-  } catch (const RecomputeMismatch& e) {
+  } catch (const ac::RecomputeMismatch& e) {
     std::string message = e.what();
     CHECK_THAT(message,
                Catch::Contains("step 12, block layers.7") && Catch::Contains("aten::narrow"));
@@ -170,20 +185,20 @@ TEST_CASE("ac: a recompute that changes a shape is caught by the default check, 
 }
 
 TEST_CASE("ac: first_difference finds the first op that differs, and length differences", "[ac]") {
-  OpTrace a, b;
-  OpRecord mm;
+  ac::OpTrace a, b;
+  ac::OpRecord mm;
   mm.name = "aten::mm";
-  mm.outputs.push_back(OutputMeta{});
+  mm.outputs.push_back(ac::OutputMeta{});
   a.ops = {mm, mm};
   b.ops = {mm, mm};
-  CHECK_FALSE(first_difference(a, b, false).has_value());
+  CHECK_FALSE(ac::first_difference(a, b, false).has_value());
   b.ops[1].outputs[0].sizes = {3};
-  CHECK(first_difference(a, b, false) == 1u);
+  CHECK(ac::first_difference(a, b, false) == 1u);
   b.ops = {mm};
-  CHECK(first_difference(a, b, false) == 1u);
+  CHECK(ac::first_difference(a, b, false) == 1u);
   b.ops = {mm, mm};
   b.ops[0].outputs[0].hashed = a.ops[0].outputs[0].hashed = true;
   b.ops[0].outputs[0].checksum = 1;
-  CHECK_FALSE(first_difference(a, b, false).has_value());  // default ignores values
-  CHECK(first_difference(a, b, true) == 0u);               // bitwise does not
+  CHECK_FALSE(ac::first_difference(a, b, false).has_value());  // default ignores values
+  CHECK(ac::first_difference(a, b, true) == 0u);               // bitwise does not
 }

@@ -41,8 +41,8 @@ TEST_CASE("config: defaults follow torchtitan v0.2.2", "[config]") {
   CHECK(c.job.dump_folder == "./outputs");
   CHECK(c.model.name == "llama3");
   CHECK(c.training.global_batch_size == -1);
-  CHECK(c.training.device == "auto");
-  CHECK(c.training.mixed_precision_param == "bfloat16");
+  CHECK(c.training.device == DeviceChoice::kAuto);
+  CHECK(c.training.mixed_precision_param == MixedPrecision::kBfloat16);
   CHECK(c.optimizer.lr == 8e-4);
   CHECK(c.optimizer.beta1 == 0.9);
   CHECK(c.optimizer.beta2 == 0.95);
@@ -50,10 +50,10 @@ TEST_CASE("config: defaults follow torchtitan v0.2.2", "[config]") {
   CHECK(c.optimizer.weight_decay == 0.1);
   CHECK(c.lr_scheduler.warmup_steps == 200);
   CHECK_FALSE(c.lr_scheduler.decay_ratio.has_value());
-  CHECK(c.lr_scheduler.decay_type == "linear");
+  CHECK(c.lr_scheduler.decay_type == DecayType::kLinear);
   CHECK(c.metrics.log_freq == 10);
   CHECK(c.activation_checkpoint.preserve_rng_state);
-  CHECK(c.activation_checkpoint.determinism_check == "default");
+  CHECK(c.activation_checkpoint.determinism_check == RecomputeCheck::kDefault);
   CHECK_FALSE(c.debug.seed.has_value());
   CHECK_FALSE(c.debug.deterministic);
 }
@@ -71,7 +71,7 @@ TEST_CASE("config: every file in configs/ parses and validates", "[config]") {
   CHECK(files >= 1);
   Config debug;
   apply_toml_file(debug, test::source_dir() + "/configs/debug_model.toml");
-  CHECK(debug.model.flavor == "debugmodel");
+  CHECK(debug.model.flavor == Flavor::kDebugModel);
   CHECK(debug.training.steps == 10);
   CHECK(debug.lr_scheduler.warmup_steps == 2);
   CHECK(debug.lr_scheduler.decay_ratio == 0.8);

@@ -17,7 +17,7 @@ namespace {
 
 TrainingConfig dataset(const std::string& kind, const std::string& path = "") {
   TrainingConfig t;
-  t.dataset = kind;
+  t.dataset = parse_enum<DatasetKind>(kind).value();
   t.dataset_path = path;
   return t;
 }
@@ -154,7 +154,7 @@ TEST_CASE("data: token shards, raw uint16/uint32 and llm.c headers", "[data]") {
   CHECK(llmc->num_documents() == 3);
   CHECK(llmc->document(2).back() == 70000);
 
-  t.dataset_token_dtype = "uint32";
+  t.dataset_token_dtype = TokenDtype::kUint32;
   test::write_text(dir + "/odd.bin", std::string(6, '\1'));
   t.dataset_path = dir + "/odd.bin";
   CHECK_THROWS_WITH(source(t, 0, 1), Catch::Contains("not a multiple of 4 bytes"));

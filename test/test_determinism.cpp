@@ -48,7 +48,7 @@ void run_nondeterministic_op() {
 void enable_strict_determinism(std::ostream& log) {
   Config c = seeded();
   c.debug.deterministic = true;
-  make_deterministic(c, WorldInfo{}, log);
+  make_deterministic(c, 0, 1, log);
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ TEST_CASE("determinism: the record agrees with libtorch's global state", "[deter
   Config c = seeded();
   c.debug.deterministic = true;
   c.debug.deterministic_warn_only = true;
-  auto r = make_deterministic(c, WorldInfo{}, log);
+  auto r = make_deterministic(c, 0, 1, log);
   auto& ctx = at::globalContext();
   CHECK(r.deterministic == ctx.deterministicAlgorithms());
   CHECK(r.deterministic);
@@ -77,7 +77,7 @@ TEST_CASE("determinism: the record agrees with libtorch's global state", "[deter
 
   c.debug.deterministic = false;
   c.debug.deterministic_warn_only = false;
-  r = make_deterministic(c, WorldInfo{}, log);
+  r = make_deterministic(c, 0, 1, log);
   CHECK_FALSE(ctx.deterministicAlgorithms());
   CHECK_FALSE(r.deterministic);
 }
@@ -89,12 +89,12 @@ TEST_CASE("determinism: a valid user CUBLAS_WORKSPACE_CONFIG is kept, an invalid
   Config c = seeded();
   c.debug.deterministic = true;
   setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
-  auto r = make_deterministic(c, WorldInfo{}, log);
+  auto r = make_deterministic(c, 0, 1, log);
   CHECK(r.cublas_workspace_config == ":16:8");
   CHECK(r.cublas_workspace_origin == "kept from the environment");
   setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0", 1);
-  CHECK_THROWS_AS(make_deterministic(c, WorldInfo{}, log), ConfigError);
-  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{}, log),
+  CHECK_THROWS_AS(make_deterministic(c, 0, 1, log), ConfigError);
+  CHECK_THROWS_WITH(make_deterministic(c, 0, 1, log),
                     Catch::Contains("\":0:0\"") && Catch::Contains("\":4096:8\", \":16:8\""));
 }
 
@@ -112,12 +112,12 @@ TEST_CASE("determinism: ATen and OpenBLAS get the same explicit thread count", "
   std::ostringstream log;
   Config c = seeded();
   c.training.cpu_threads = 1;
-  auto r = make_deterministic(c, WorldInfo{}, log);
+  auto r = make_deterministic(c, 0, 1, log);
   CHECK(r.cpu_threads == 1);
   CHECK(at::get_num_threads() == 1);
   if (r.blas_threads_set) CHECK(blas_threads() == 1);  // OpenBLAS is the BLAS in use
   c.training.cpu_threads = 0;                          // 0 = every core this process may use
-  r = make_deterministic(c, WorldInfo{}, log);
+  r = make_deterministic(c, 0, 1, log);
   CHECK(r.cpu_threads == available_cores());
   CHECK(at::get_num_threads() == available_cores());
   if (r.blas_threads_set) CHECK(blas_threads() == available_cores());
@@ -127,17 +127,17 @@ TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-proc
           "[determinism]") {
   std::ostringstream log;
   Config c = seeded(77);
-  auto r = make_deterministic(c, WorldInfo{}, log);
+  auto r = make_deterministic(c, 0, 1, log);
   CHECK(r.seed == 77);
   CHECK_FALSE(r.seed_was_drawn);
   auto a = at::randn({4});
-  make_deterministic(c, WorldInfo{}, log);
+  make_deterministic(c, 0, 1, log);
   CHECK(at::equal(a, at::randn({4})));
   c.debug.seed.reset();
-  auto drawn = make_deterministic(c, WorldInfo{}, log);
+  auto drawn = make_deterministic(c, 0, 1, log);
   CHECK(drawn.seed_was_drawn);
   CHECK(drawn.seed < (1ull << 62));
-  CHECK_THROWS_WITH(make_deterministic(c, WorldInfo{1, 2, 1}, log),
+  CHECK_THROWS_WITH(make_deterministic(c, 1, 2, log),
                     Catch::Contains("needs an explicit seed"));
 }
 
@@ -146,7 +146,7 @@ TEST_CASE("determinism: the start block lists every setting, tagged", "[determin
   std::ostringstream log;
   Config c = seeded(9);
   c.debug.deterministic = true;
-  auto block = format_determinism_block(make_deterministic(c, WorldInfo{}, log), "cpu");
+  auto block = format_determinism_block(make_deterministic(c, 0, 1, log), "cpu");
   for (const char* key : {"seed", "deterministic_algorithms", "deterministic_warn_only",
                           "cudnn.deterministic", "cudnn.benchmark", "CUBLAS_WORKSPACE_CONFIG",
                           "fill_uninitialized_memory", "cpu_threads", "device", "world_size"}) {
@@ -168,7 +168,7 @@ TEST_CASE("determinism: warn_only logs each nondeterministic op once and continu
   Config c = seeded();
   c.debug.deterministic = true;
   c.debug.deterministic_warn_only = true;
-  make_deterministic(c, WorldInfo{}, log);
+  make_deterministic(c, 0, 1, log);
   auto t = at::zeros({4});
   auto index = at::tensor({0, 1}, at::kLong);
   for (int i = 0; i < 3; ++i)
@@ -198,7 +198,7 @@ TEST_CASE("determinism: a nondeterministic op under deterministic = true exits w
   std::ostringstream log;
   enable_strict_determinism(log);
   try {
-    with_determinism_check(7, run_nondeterministic_op);
+    fail_on_nondeterministic_op(7, run_nondeterministic_op);
     FAIL("no error");
   } catch (...) {
     std::ostringstream err;
@@ -209,7 +209,7 @@ TEST_CASE("determinism: a nondeterministic op under deterministic = true exits w
   }
   // Other errors keep their own exit code.
   try {
-    with_determinism_check(1, [] { throw RuntimeFailure("disk full"); });
+    fail_on_nondeterministic_op(1, [] { throw RuntimeFailure("disk full"); });
   } catch (...) {
     std::ostringstream err;
     CHECK(report_current_exception(err) == kExitRuntimeError);

@@ -9,6 +9,7 @@
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "metrics/fingerprint.h"
+#include "util/hash.h"
 #include "test_util.h"
 
 using namespace titan;
@@ -78,12 +79,16 @@ TEST_CASE("fingerprint: hex floats in step lines read back to the same bits", "[
 
 TEST_CASE("fingerprint: the parameter checksum sees a single flipped bit and ignores threads",
           "[fingerprint]") {
-  auto a = at::randn({1000}), b = at::randn({3, 7}), c = at::randint(0, 100, {5}, at::kLong);
+  // `a` spans several of hash_bytes' 1 MiB chunks, so the parallel path runs.
+  auto a = at::randn({3, 1 << 19}), b = at::randn({3, 7}), c = at::randint(0, 100, {5}, at::kLong);
   std::vector<at::Tensor> params = {a, b, c};
+  const int threads_before = at::get_num_threads();
   at::set_num_threads(1);
   uint64_t one_thread = tensors_checksum(params);
-  at::set_num_threads(2);
-  CHECK(tensors_checksum(params) == one_thread);
+  at::set_num_threads(4);
+  uint64_t four_threads = tensors_checksum(params);
+  at::set_num_threads(threads_before);
+  CHECK(four_threads == one_thread);
   auto flipped = b.clone();
   reinterpret_cast<uint32_t*>(flipped.data_ptr<float>())[20] ^= 1u;  // lowest mantissa bit
   CHECK(tensors_checksum({a, flipped, c}) != one_thread);

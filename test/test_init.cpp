@@ -38,7 +38,7 @@ Spec expected_init(const std::string& name, const ModelArgs& args) {
 
 TEST_CASE("init: every debugmodel weight follows torchtitan's init statistics", "[init]") {
   torch::manual_seed(2024);
-  ModelArgs args = model_args_for_flavor("debugmodel");
+  ModelArgs args = model_args_for_flavor(Flavor::kDebugModel);
   args.max_seq_len = 8;
   Transformer model(args);
   model->init_weights();

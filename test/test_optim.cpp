@@ -38,13 +38,13 @@ TEST_CASE("optim: linear warmup then decay without decay_ratio (torchtitan's uni
 TEST_CASE("optim: sqrt and cosine decay, min_lr_factor", "[optim]") {
   LRSchedulerConfig c;
   c.warmup_steps = 0;
-  c.decay_type = "cosine";
+  c.decay_type = DecayType::kCosine;
   c.min_lr_factor = 0.1;
   LRSchedule cosine(c, 4);  // decay 4, stable 1: progress 0, 1/4, 2/4, 3/4
   CHECK(cosine.factor(1) == Approx(1.0));
   CHECK(cosine.factor(2) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25))));
   CHECK(cosine.factor(4) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.75))));
-  c.decay_type = "sqrt";
+  c.decay_type = DecayType::kSqrt;
   c.min_lr_factor = 0.0;
   LRSchedule sqrt_decay(c, 4);
   CHECK(sqrt_decay.factor(3) == Approx(1 - std::sqrt(0.5)));

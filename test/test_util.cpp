@@ -9,6 +9,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "app/run_context.h"
+#include "util/files.h"
+
 namespace titan::test {
 
 RunResult run_titan(const std::string& args) { return run_titan_env("", args); }
@@ -40,13 +43,19 @@ std::string write_text(const std::string& path, const std::string& text) {
   return path;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return read_file(path); }
 
 std::string source_dir() { return TITAN_SOURCE_DIR; }
+
+std::unique_ptr<InProcessRun> start_run(const Config& config) {
+  auto run = std::make_unique<InProcessRun>();
+  RunContextOptions options;
+  options.measure_peak_flops = false;
+  run->context = build_run_context(config, run->log, options);
+  run->trainer = std::make_unique<Trainer>(run->context);
+  open_output_sinks(run->context);
+  run->trainer->log_start();
+  return run;
+}
 
 }  // namespace titan::test

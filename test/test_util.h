@@ -1,7 +1,13 @@
 // Helpers for tests that run the real titan-train binary.
 #pragma once
 
+#include <memory>
+#include <sstream>
 #include <string>
+
+#include "config/config.h"
+#include "train/run_context.h"
+#include "train/trainer.h"
 
 namespace titan::test {
 
@@ -26,5 +32,15 @@ std::string read_text(const std::string& path);
 
 // The project's source folder (for configs/).
 std::string source_dir();
+
+// A run set up in process as titan-train sets it up (app/run_context.h), without the start-up
+// sgemm measurement: context, Trainer, the output sinks in config.job.dump_folder, the start-up
+// log.
+struct InProcessRun {
+  std::ostringstream log;
+  RunContext context;
+  std::unique_ptr<Trainer> trainer;
+};
+std::unique_ptr<InProcessRun> start_run(const Config& config);
 
 }  // namespace titan::test

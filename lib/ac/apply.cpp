@@ -1,12 +1,12 @@
 #include "ac/apply.h"
 
-namespace titan {
+namespace titan::ac {
 
 std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
                                          int64_t n_layers) {
   std::vector<int64_t> layers;
-  const int64_t every = config.mode == "full" ? 1 : std::stoll(config.selective_ac_option);
-  if (config.mode == "none") return layers;
+  const int64_t every = ac_block_period(config);
+  if (every == 0) return layers;
   for (int64_t i = 0; i < n_layers; ++i) {
     if ((i + 1) % every == 0) layers.push_back(i);
   }
@@ -21,7 +21,7 @@ std::vector<std::string> apply_activation_checkpointing(
     CheckpointOptions options;
     options.block_name = "layers." + std::to_string(layer);
     options.preserve_rng_state = config.preserve_rng_state;
-    options.check = parse_determinism_check(config.determinism_check);
+    options.check = config.determinism_check;
     options.debug = config.debug;
     options.context = context;
     model->set_block_runner(layer, [options](const BlockFunction& block, const at::Tensor& x) {
@@ -32,4 +32,4 @@ std::vector<std::string> apply_activation_checkpointing(
   return names;
 }
 
-}  // namespace titan
+}  // namespace titan::ac

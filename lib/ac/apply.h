@@ -9,12 +9,12 @@
 #include "config/config.h"
 #include "model/llama.h"
 
-namespace titan {
+namespace titan::ac {
 
 // The layer indices `mode` wraps among n_layers, as torchtitan chooses them: every block for
 // "full"; for "selective" with option N, the blocks whose 1-based position is a multiple of N
-// (N = 2 on 6 layers: layers.1, layers.3, layers.5); none for "none".
-// Requires: the config was validated (option is a positive integer).
+// (N = 2 on 6 layers: layers.1, layers.3, layers.5); none for "none". Throws ConfigError for a
+// selective_ac_option that selective mode cannot use (see ac_block_period).
 std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
                                          int64_t n_layers);
 
@@ -24,4 +24,4 @@ std::vector<std::string> apply_activation_checkpointing(Transformer& model,
                                                         const ActivationCheckpointConfig& config,
                                                         std::shared_ptr<CheckpointContext> context);
 
-}  // namespace titan
+}  // namespace titan::ac

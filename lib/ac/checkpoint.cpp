@@ -1,19 +1,18 @@
 #include "ac/checkpoint.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/Generator.h>
 #include <torch/autograd.h>
 #include <torch/custom_class.h>
 
-#include <mutex>
 #include <optional>
 
 #include "ac/op_trace.h"
 #include "ac/recompute_check.h"
-#include "train/autocast.h"
+#include "determinism/rng_state.h"
+#include "util/autocast.h"
+#include "util/hash.h"
 
-namespace titan {
+namespace titan::ac {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -26,34 +25,19 @@ struct RngStates {
   at::Tensor cuda;
 };
 
-at::Generator generator_for(const c10::Device& device) {
-  if (device.is_cpu()) return at::detail::getDefaultCPUGenerator();
-  return at::globalContext().defaultGenerator(device);
-}
-
-at::Tensor get_state(at::Generator gen) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void set_state(at::Generator gen, const at::Tensor& state) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
 RngStates capture_rng(const at::Tensor& x) {
   RngStates s;
-  s.cpu = get_state(generator_for(c10::Device(c10::kCPU)));
+  s.cpu = generator_state(c10::Device(c10::kCPU));
   if (x.is_cuda()) {
     s.cuda_device = x.device();
-    s.cuda = get_state(generator_for(x.device()));
+    s.cuda = generator_state(x.device());
   }
   return s;
 }
 
 void restore_rng(const RngStates& s) {
-  set_state(generator_for(c10::Device(c10::kCPU)), s.cpu);
-  if (s.cuda_device) set_state(generator_for(*s.cuda_device), s.cuda);
+  set_generator_state(c10::Device(c10::kCPU), s.cpu);
+  if (s.cuda_device) set_generator_state(*s.cuda_device, s.cuda);
 }
 
 // Sets the forward's RNG states for the recomputation and puts the surrounding ones back after
@@ -68,22 +52,6 @@ class ForkedRng {
  private:
   RngStates surrounding_;
 };
-
-bool cuda_autocast_enabled() {
-#ifdef TITAN_DEVICE_GENERIC_AUTOCAST
-  return at::autocast::is_autocast_enabled(at::kCUDA);
-#else
-  return at::autocast::is_enabled();
-#endif
-}
-
-at::ScalarType cuda_autocast_dtype() {
-#ifdef TITAN_DEVICE_GENERIC_AUTOCAST
-  return at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-  return at::autocast::get_autocast_gpu_dtype();
-#endif
-}
 
 // Everything the backward needs, owned by the autograd graph.
 struct CheckpointState : torch::CustomClassHolder {
@@ -101,9 +69,9 @@ struct CheckpointState : torch::CustomClassHolder {
 
 // Runs the block while recording its ops when the check needs them.
 at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace) {
-  trace.checksums = s.options.check == DeterminismCheck::kBitwise;
+  trace.checksums = s.options.check == RecomputeCheck::kBitwise;
   trace.capture_inputs = s.options.debug;
-  if (s.options.check == DeterminismCheck::kNone) return s.block(x);
+  if (s.options.check == RecomputeCheck::kNone) return s.block(x);
   TraceRecorder recorder(trace);
   TraceRecorder::name_tensor(trace, x);
   return s.block(x);
@@ -117,7 +85,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     state->autocast_dtype = cuda_autocast_dtype();
     // Grad is off here (Function::apply), so no activations are kept.
     at::Tensor out = run_recorded(*state, x, state->forward_trace);
-    if (state->options.check == DeterminismCheck::kBitwise) {
+    if (state->options.check == RecomputeCheck::kBitwise) {
       state->forward_output_checksum = tensor_checksum(out);
     }
     ctx->save_for_backward({x});
@@ -144,14 +112,14 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
   static void check_recompute(const CheckpointState& s, const OpTrace& recomputed,
                               const at::Tensor& out) {
-    if (s.options.check == DeterminismCheck::kNone) return;
+    if (s.options.check == RecomputeCheck::kNone) return;
     RecomputeComparison c;
     c.block_name = s.options.block_name;
     c.step = s.options.context->step.load();
     c.check = s.options.check;
     c.forward = &s.forward_trace;
     c.recompute = &recomputed;
-    if (s.options.check == DeterminismCheck::kBitwise) {
+    if (s.options.check == RecomputeCheck::kBitwise) {
       c.forward_output_checksum = s.forward_output_checksum;
       c.recompute_output_checksum = tensor_checksum(out.detach());
     }
@@ -163,12 +131,6 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
 }  // namespace
 
-DeterminismCheck parse_determinism_check(const std::string& name) {
-  if (name == "none") return DeterminismCheck::kNone;
-  if (name == "bitwise") return DeterminismCheck::kBitwise;
-  return DeterminismCheck::kDefault;
-}
-
 at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options) {
   if (!at::GradMode::is_enabled() || !x.requires_grad()) return block(x);
   auto state = c10::make_intrusive<CheckpointState>();
@@ -177,4 +139,4 @@ at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const Checkpoin
   return CheckpointFunction::apply(x, state)[0];
 }
 
-}  // namespace titan
+}  // namespace titan::ac

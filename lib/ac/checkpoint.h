@@ -16,20 +16,12 @@
 #include <memory>
 #include <string>
 
+#include "config/enums.h"
 #include "util/error.h"
 
-namespace titan {
+namespace titan::ac {
 
 using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
-
-enum class DeterminismCheck {
-  kNone,     // no comparison
-  kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
-  kBitwise,  // also every op output's bits (checksums) and the block output's
-};
-
-DeterminismCheck parse_determinism_check(
-    const std::string& name);  // "none" | "default" | "bitwise"
 
 // State shared by all checkpointed blocks of a run: the step (for messages) and where debug
 // traces go.
@@ -41,7 +33,7 @@ struct CheckpointContext {
 struct CheckpointOptions {
   std::string block_name = "block";  // "layers.3"
   bool preserve_rng_state = true;
-  DeterminismCheck check = DeterminismCheck::kDefault;
+  RecomputeCheck check = RecomputeCheck::kDefault;
   bool debug = false;  // on a mismatch, print both op traces and write them to debug_dir
   std::shared_ptr<CheckpointContext> context = std::make_shared<CheckpointContext>();
 };
@@ -58,4 +50,4 @@ class RecomputeMismatch : public CheckFailure {
 // the check finds a difference.
 at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options);
 
-}  // namespace titan
+}  // namespace titan::ac

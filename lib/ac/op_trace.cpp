@@ -12,7 +12,7 @@
 
 #include "util/hash.h"
 
-namespace titan {
+namespace titan::ac {
 namespace {
 
 thread_local OpTrace* tls_trace = nullptr;
@@ -161,13 +161,6 @@ std::string dtype_abbreviation(at::ScalarType t) {
 
 }  // namespace
 
-uint64_t tensor_checksum(const at::Tensor& t) {
-  at::DisableRecordFunctionGuard no_recording;
-  at::Tensor host = t.device().is_cpu() ? t : t.to(at::kCPU);
-  if (!host.is_contiguous()) host = host.contiguous();
-  return hash_bytes(host.data_ptr(), host.nbytes());
-}
-
 std::string describe_meta(const OutputMeta& m) {
   std::string sizes;
   for (size_t i = 0; i < m.sizes.size(); ++i) sizes += (i ? ", " : "") + std::to_string(m.sizes[i]);
@@ -211,4 +204,4 @@ void TraceRecorder::name_tensor(OpTrace& trace, const at::Tensor& t) {
   trace.ids[t.unsafeGetTensorImpl()] = trace.next_id++;
 }
 
-}  // namespace titan
+}  // namespace titan::ac

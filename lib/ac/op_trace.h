@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace titan {
+namespace titan::ac {
 
 struct OutputMeta {
   at::ScalarType dtype = at::kFloat;
@@ -65,10 +65,7 @@ class TraceRecorder {
   OpTrace* previous_;
 };
 
-// 64-bit hash of a tensor's bytes (copied to the CPU and made contiguous first if needed).
-uint64_t tensor_checksum(const at::Tensor& t);
-
 // "f32[4, 512, 256]"
 std::string describe_meta(const OutputMeta& meta);
 
-}  // namespace titan
+}  // namespace titan::ac

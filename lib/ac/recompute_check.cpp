@@ -6,9 +6,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include "util/files.h"
 #include "util/strings.h"
 
-namespace titan {
+namespace titan::ac {
 namespace {
 
 bool same_meta(const OutputMeta& a, const OutputMeta& b, bool compare_checksums) {
@@ -77,7 +78,7 @@ std::string format_traces(const RecomputeComparison& c, std::optional<size_t> di
 }
 
 void raise_on_mismatch(const RecomputeComparison& c) {
-  const bool bitwise = c.check == DeterminismCheck::kBitwise;
+  const bool bitwise = c.check == RecomputeCheck::kBitwise;
   std::optional<size_t> at = first_difference(*c.forward, *c.recompute, bitwise);
   const bool output_differs = bitwise && c.forward_output_checksum != c.recompute_output_checksum;
   if (!at && !output_differs) return;
@@ -116,4 +117,4 @@ void raise_on_mismatch(const RecomputeComparison& c) {
   throw RecomputeMismatch(message, hint);
 }
 
-}  // namespace titan
+}  // namespace titan::ac

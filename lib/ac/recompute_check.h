@@ -8,12 +8,12 @@
 #include "ac/checkpoint.h"
 #include "ac/op_trace.h"
 
-namespace titan {
+namespace titan::ac {
 
 struct RecomputeComparison {
   std::string block_name;  // "layers.3"
   int64_t step = 0;
-  DeterminismCheck check = DeterminismCheck::kDefault;
+  RecomputeCheck check = RecomputeCheck::kDefault;
   const OpTrace* forward = nullptr;
   const OpTrace* recompute = nullptr;
   uint64_t forward_output_checksum = 0;  // bitwise mode
@@ -36,4 +36,4 @@ void raise_on_mismatch(const RecomputeComparison& c);
 // Both traces, one line per op, the first divergent line marked with ">>".
 std::string format_traces(const RecomputeComparison& c, std::optional<size_t> divergent);
 
-}  // namespace titan
+}  // namespace titan::ac

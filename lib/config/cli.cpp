@@ -1,9 +1,14 @@
-// argv -> CliRequest. Flags are normalized to --name=value first (so "--x -1" works and a bare
-// boolean flag means true), then parsed with cxxopts, then applied in order after the TOML file.
+// argv -> CliRequest, parsed by cxxopts with every field of the table registered as an option.
+//
+// cxxopts does the tokenizing ("--name value", "--name=value", a bare boolean flag meaning true).
+// What it cannot know is checked on its result, in argument order: unknown options (with a
+// did-you-mean), stray arguments, a value that is really the next flag, and "--flag false" for a
+// bare boolean (cxxopts leaves "false" as a positional argument after an implicit value).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cxxopts.hpp>
+#include <set>
 
 #include "config/field_io.h"
 #include "config/loader.h"
@@ -14,6 +19,7 @@
 namespace titan {
 namespace {
 
+constexpr const char* kPositional = "positional";
 const std::vector<std::string> kActionFlags = {"help", "version", "print-config"};
 const std::vector<std::string> kConfigFileFlags = {"config", "job.config_file"};
 
@@ -28,75 +34,69 @@ const FieldSpec* find_field(const std::vector<FieldSpec>& fields, const std::str
   return nullptr;
 }
 
-std::vector<std::string> known_flag_names(const std::vector<FieldSpec>& fields) {
+bool is_bool(const FieldSpec* spec) { return spec && std::holds_alternative<bool*>(spec->target); }
+
+std::vector<std::string> non_field_flags() {
   std::vector<std::string> names = kActionFlags;
   names.insert(names.end(), kConfigFileFlags.begin(), kConfigFileFlags.end());
-  for (auto& f : fields) names.push_back(f.name());
   return names;
 }
 
-[[noreturn]] void unknown_flag(const std::string& arg, const std::string& name,
-                               const std::vector<FieldSpec>& fields) {
-  std::string guess = closest_match(name, known_flag_names(fields));
-  // Same key in a section the user did not write: "--steps" -> "--training.steps".
-  for (auto& f : fields) {
-    if (f.key == name) guess = f.name();
-  }
+[[noreturn]] void unknown_flag(const std::string& arg, const std::vector<FieldSpec>& fields) {
+  const std::string name = arg.substr(arg.find_first_not_of('-'));
+  const std::string guess =
+      suggest_field_name(name.substr(0, name.find('=')), fields, non_field_flags());
   throw ConfigError("command line", fmt::format("unknown option '{}'", arg),
                     guess.empty() ? "run titan-train --help for the list of options"
                                   : fmt::format("did you mean --{}?", guess));
 }
 
-// Rewrites argv into "--name=value" tokens, checking each name against the field table.
-std::vector<std::string> normalize(const std::vector<std::string>& args,
-                                   const std::vector<FieldSpec>& fields) {
-  std::vector<std::string> out = {args.empty() ? "titan-train" : args[0]};
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h") {
-      out.push_back("--help");
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
-      throw ConfigError("command line", fmt::format("unexpected argument '{}'", arg),
-                        "options look like --section.key value; see --help");
-    }
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    std::replace(name.begin(), name.end(), '-', '_');  // --job.config-file works too
-    if (name == "print_config") name = "print-config";
-    if (contains(kActionFlags, name)) {
-      out.push_back("--" + name);
-      continue;
-    }
-    const FieldSpec* spec = find_field(fields, name);
-    if (!spec && !contains(kConfigFileFlags, name)) unknown_flag(arg, name, fields);
-    if (eq != std::string::npos) {
-      out.push_back("--" + name + "=" + arg.substr(eq + 1));
-      continue;
-    }
-    bool is_bool = spec && std::holds_alternative<bool*>(spec->target);
-    bool next_is_value =
-        i + 1 < args.size() && (!is_bool || args[i + 1] == "true" || args[i + 1] == "false");
-    if (is_bool && !next_is_value) {
-      out.push_back("--" + name + "=true");
-    } else if (next_is_value) {
-      out.push_back("--" + name + "=" + args[++i]);
-    } else {
-      throw ConfigError("command line", fmt::format("option '{}' needs a value", arg),
-                        fmt::format("write {} VALUE or {}=VALUE", arg, arg));
-    }
-  }
-  return out;
-}
-
 cxxopts::Options make_parser(const std::vector<FieldSpec>& fields) {
   cxxopts::Options options("titan-train", "Llama 3 training for people who debug numerics");
+  options.allow_unrecognised_options();
   auto adder = options.add_options();
-  for (auto& flag : kActionFlags) adder(flag, "", cxxopts::value<bool>());
+  adder("h,help", "", cxxopts::value<bool>());
+  adder("version", "", cxxopts::value<bool>());
+  adder("print-config", "", cxxopts::value<bool>());
   for (auto& flag : kConfigFileFlags) adder(flag, "", cxxopts::value<std::string>());
-  for (auto& f : fields) adder(f.name(), f.help, cxxopts::value<std::string>());
+  for (auto& f : fields) {
+    if (is_bool(&f)) {
+      adder(f.name(), f.help, cxxopts::value<std::string>()->implicit_value("true"));
+    } else {
+      adder(f.name(), f.help, cxxopts::value<std::string>());
+    }
+  }
+  adder(kPositional, "", cxxopts::value<std::vector<std::string>>());
+  options.parse_positional({kPositional});
   return options;
+}
+
+// A value that is really the next option ("--job.description --debug.deterministic") means the
+// flag before it was given no value.
+void refuse_flag_as_value(const std::string& name, const std::string& value,
+                          const std::vector<FieldSpec>& fields) {
+  if (value.rfind("--", 0) != 0) return;
+  const std::string next = value.substr(2, value.find('=') - 2);
+  if (find_field(fields, next) || contains(non_field_flags(), next)) {
+    throw ConfigError("command line", fmt::format("--{} needs a value", name),
+                      fmt::format("write --{} VALUE or --{}=VALUE before {}", name, name, value));
+  }
+}
+
+// The flags written bare ("--debug.deterministic", no "="), whose next argument may be their value.
+std::set<std::string> bare_flags(const std::vector<std::string>& args) {
+  std::set<std::string> names;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].rfind("--", 0) == 0 && args[i].find('=') == std::string::npos) {
+      names.insert(args[i].substr(2));
+    }
+  }
+  return names;
+}
+
+bool is_bool_spelling(const std::string& text) {
+  bool ignored = false;
+  return parse_bool_text(text, ignored);
 }
 
 }  // namespace
@@ -104,37 +104,71 @@ cxxopts::Options make_parser(const std::vector<FieldSpec>& fields) {
 void apply_override(Config& config, const std::string& name, const std::string& value) {
   auto fields = config_fields(config);
   const FieldSpec* spec = find_field(fields, name);
-  if (!spec) unknown_flag("--" + name, name, fields);
+  if (!spec) unknown_flag("--" + name, fields);
   set_field_from_text(*spec, value, "command line: --" + name);
 }
 
 CliRequest parse_command_line(const std::vector<std::string>& args) {
   Config scratch;
-  auto fields = config_fields(scratch);
-  std::vector<std::string> tokens = normalize(args, fields);
-  std::vector<const char*> argv;
-  for (auto& t : tokens) argv.push_back(t.c_str());
-
+  const auto fields = config_fields(scratch);
   auto options = make_parser(fields);
-  CliRequest request;
-  std::vector<std::pair<std::string, std::string>> overrides;
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  if (argv.empty()) argv.push_back("titan-train");
+
+  cxxopts::ParseResult result;
   try {
-    auto result = options.parse(static_cast<int>(argv.size()), argv.data());
-    if (result.count("help"))
-      request.action = CliAction::kHelp;
-    else if (result.count("version"))
-      request.action = CliAction::kVersion;
-    else if (result.count("print-config"))
-      request.action = CliAction::kPrintConfig;
-    for (auto& kv : result.arguments()) {
-      if (contains(kConfigFileFlags, kv.key())) {
-        request.config_file = kv.value();
-      } else if (!contains(kActionFlags, kv.key())) {
-        overrides.emplace_back(kv.key(), kv.value());
-      }
-    }
+    result = options.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const cxxopts::exceptions::missing_argument&) {
+    const std::string& last = args.back();
+    throw ConfigError("command line", fmt::format("option '{}' needs a value", last),
+                      fmt::format("write {} VALUE or {}=VALUE", last, last));
   } catch (const cxxopts::exceptions::exception& e) {
     throw ConfigError("command line", e.what(), "see titan-train --help");
+  }
+  for (const auto& arg : result.unmatched()) {
+    if (arg.rfind("-", 0) == 0) unknown_flag(arg, fields);
+  }
+
+  CliRequest request;
+  const auto bare = bare_flags(args);
+  std::vector<std::pair<std::string, std::string>> overrides;
+  std::string previous_bool;  // a bare boolean flag just parsed, which a "false" may follow
+  for (const auto& kv : result.arguments()) {
+    const std::string& key = kv.key();
+    if (key == kPositional) {
+      if (previous_bool.empty() || !is_bool_spelling(kv.value())) {
+        throw ConfigError("command line", fmt::format("unexpected argument '{}'", kv.value()),
+                          "options look like --section.key value; see --help");
+      }
+      overrides.back().second = kv.value();
+      previous_bool.clear();
+      continue;
+    }
+    previous_bool = is_bool(find_field(fields, key)) && bare.count(key) ? key : "";
+    if (key == "help") {
+      request.action = CliAction::kHelp;
+    } else if (key == "version" && request.action != CliAction::kHelp) {
+      request.action = CliAction::kVersion;
+    } else if (key == "print-config" && request.action == CliAction::kTrain) {
+      request.action = CliAction::kPrintConfig;
+    } else if (contains(kConfigFileFlags, key)) {
+      refuse_flag_as_value(key, kv.value(), fields);
+      if (!request.config_file.empty()) {
+        throw ConfigError("command line",
+                          fmt::format("--{} given twice ({} and {})", key, request.config_file,
+                                      kv.value()),
+                          "give one config file; override single keys with --section.key value");
+      }
+      if (kv.value().empty()) {
+        throw ConfigError("command line", fmt::format("--{} is empty", key),
+                          "write --config FILE, e.g. --config configs/debug_model.toml");
+      }
+      request.config_file = kv.value();
+    } else if (!contains(kActionFlags, key)) {
+      refuse_flag_as_value(key, kv.value(), fields);
+      overrides.emplace_back(key, kv.value());
+    }
   }
   if (request.action == CliAction::kHelp || request.action == CliAction::kVersion) return request;
 

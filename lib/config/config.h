@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "config/enums.h"
+
 namespace titan {
 
 struct JobConfig {
@@ -18,7 +20,7 @@ struct JobConfig {
 
 struct ModelConfig {
   std::string name = "llama3";
-  std::string flavor = "debugmodel";
+  Flavor flavor = Flavor::kDebugModel;
   double dropout = 0.0;
 };
 
@@ -28,11 +30,11 @@ struct TrainingConfig {
   int64_t seq_len = 2048;
   int64_t steps = 10000;
   double max_norm = 1.0;
-  std::string dataset = "synthetic";
+  DatasetKind dataset = DatasetKind::kSynthetic;
   std::string dataset_path = "";
-  std::string dataset_token_dtype = "uint16";
-  std::string device = "auto";
-  std::string mixed_precision_param = "bfloat16";
+  TokenDtype dataset_token_dtype = TokenDtype::kUint16;
+  DeviceChoice device = DeviceChoice::kAuto;
+  MixedPrecision mixed_precision_param = MixedPrecision::kBfloat16;
   int64_t cpu_threads = 0;  // 0: all cores
 };
 
@@ -48,7 +50,7 @@ struct OptimizerConfig {
 struct LRSchedulerConfig {
   int64_t warmup_steps = 200;
   std::optional<double> decay_ratio;  // unset: decay over all steps after warmup
-  std::string decay_type = "linear";
+  DecayType decay_type = DecayType::kLinear;
   double min_lr_factor = 0.0;
 };
 
@@ -62,15 +64,15 @@ struct CheckpointConfig {
   int64_t interval = 500;
   int64_t keep_latest_k = 10;
   bool last_save_model_only = true;
-  std::string export_dtype = "float32";
+  ExportDtype export_dtype = ExportDtype::kFloat32;
   int64_t load_step = -1;
 };
 
 struct ActivationCheckpointConfig {
-  std::string mode = "selective";
+  AcMode mode = AcMode::kSelective;
   std::string selective_ac_option = "2";
   bool preserve_rng_state = true;
-  std::string determinism_check = "default";
+  RecomputeCheck determinism_check = RecomputeCheck::kDefault;
   bool debug = false;
 };
 
@@ -80,6 +82,20 @@ struct DebugConfig {
   bool deterministic_warn_only = false;
   int64_t fingerprint_freq = 1;  // parameter checksum in fingerprint.log every N steps
 };
+
+// Sequences and micro-batches of one optimizer step.
+struct BatchPlan {
+  int64_t micro_batches = 1;    // gradient accumulation steps per optimizer step
+  int64_t tokens_per_step = 0;  // over all ranks: micro_batches x local_batch_size x seq_len x dp
+};
+
+// Requires: a validated TrainingConfig and data_parallel >= 1.
+BatchPlan batch_plan(const TrainingConfig& training, int64_t data_parallel);
+
+// Which blocks activation checkpointing wraps: 0 none, 1 every block ("full"), N every Nth block
+// ("selective" with selective_ac_option = "N"). selective_ac_option is read only in selective
+// mode. Throws ConfigError naming the key when it cannot be used there.
+int64_t ac_block_period(const ActivationCheckpointConfig& ac);
 
 struct Config {
   JobConfig job;

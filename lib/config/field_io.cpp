@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -51,29 +52,49 @@ bool parse_double(const std::string& text, double& out) {
   return true;
 }
 
-bool parse_bool(const std::string& text, bool& out) {
-  if (text == "true" || text == "True" || text == "1") {
+
+[[noreturn]] void refuse_choice(const FieldSpec& spec, const std::string& value, const std::string& at) {
+  std::string guess = closest_match(value, spec.choices);
+  throw ConfigError(at,
+                    fmt::format("{}: \"{}\" is not allowed; allowed values: {}", spec.name(), value,
+                                join_quoted(spec.choices)),
+                    guess.empty() ? "" : fmt::format("did you mean \"{}\"?", guess));
+}
+
+}  // namespace
+
+bool parse_bool_text(const std::string& text, bool& out) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "true" || lower == "1" || lower == "yes") {
     out = true;
     return true;
   }
-  if (text == "false" || text == "False" || text == "0") {
+  if (lower == "false" || lower == "0" || lower == "no") {
     out = false;
     return true;
   }
   return false;
 }
 
-}  // namespace
+void set_choice(const FieldSpec& spec, const std::string& text, const std::string& at) {
+  if (auto p = std::get_if<std::string*>(&spec.target)) {
+    **p = text;
+    check_field_value(spec, at);
+    return;
+  }
+  const auto& e = std::get<EnumTarget>(spec.target);
+  for (size_t i = 0; i < e.names->size(); ++i) {
+    if ((*e.names)[i] == text) return e.set(i);
+  }
+  refuse_choice(spec, text, at);
+}
 
 void check_field_value(const FieldSpec& spec, const std::string& at) {
-  if (!spec.choices.empty()) {
-    const std::string& value = *std::get<std::string*>(spec.target);
-    if (std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end()) {
-      std::string guess = closest_match(value, spec.choices);
-      throw ConfigError(at,
-                        fmt::format("{}: \"{}\" is not allowed; allowed values: {}", spec.name(),
-                                    value, join_quoted(spec.choices)),
-                        guess.empty() ? "" : fmt::format("did you mean \"{}\"?", guess));
+  if (auto p = std::get_if<std::string*>(&spec.target); p && !spec.choices.empty()) {
+    if (std::find(spec.choices.begin(), spec.choices.end(), **p) == spec.choices.end()) {
+      refuse_choice(spec, **p, at);
     }
   }
   auto value = numeric_value(spec);
@@ -90,25 +111,31 @@ void check_field_value(const FieldSpec& spec, const std::string& at) {
 }
 
 void set_field_from_text(const FieldSpec& spec, const std::string& text, const std::string& at) {
-  bool ok = true;
-  if (auto p = std::get_if<bool*>(&spec.target)) {
-    ok = parse_bool(text, **p);
-  } else if (auto p = std::get_if<int64_t*>(&spec.target)) {
-    ok = parse_int(text, **p);
-  } else if (auto p = std::get_if<double*>(&spec.target)) {
-    ok = parse_double(text, **p);
-  } else if (auto p = std::get_if<std::string*>(&spec.target)) {
-    **p = text;
-  } else if (auto p = std::get_if<std::optional<int64_t>*>(&spec.target)) {
-    int64_t v = 0;
-    ok = parse_int(text, v);
-    if (ok) **p = v;
-  } else if (auto p = std::get_if<std::optional<double>*>(&spec.target)) {
-    double v = 0;
-    ok = parse_double(text, v);
-    if (ok) **p = v;
+  struct Parser {
+    const std::string& text;
+    bool operator()(bool* v) const { return parse_bool_text(text, *v); }
+    bool operator()(int64_t* v) const { return parse_int(text, *v); }
+    bool operator()(double* v) const { return parse_double(text, *v); }
+    bool operator()(std::string*) const { return true; }  // set_choice below
+    bool operator()(const EnumTarget&) const { return true; }
+    bool operator()(std::optional<int64_t>* v) const {
+      int64_t value = 0;
+      if (!parse_int(text, value)) return false;
+      *v = value;
+      return true;
+    }
+    bool operator()(std::optional<double>* v) const {
+      double value = 0;
+      if (!parse_double(text, value)) return false;
+      *v = value;
+      return true;
+    }
+  };
+  if (std::holds_alternative<std::string*>(spec.target) ||
+      std::holds_alternative<EnumTarget>(spec.target)) {
+    return set_choice(spec, text, at);
   }
-  if (!ok) {
+  if (!std::visit(Parser{text}, spec.target)) {
     throw ConfigError(
         at, fmt::format("{}: expected {}, got \"{}\"", spec.name(), spec.type_name(), text),
         fmt::format("for example --{}={}", spec.name(), example_value(spec)));

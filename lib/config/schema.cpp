@@ -4,22 +4,32 @@
 
 #include <cmath>
 
+#include "util/strings.h"
+
 namespace titan {
 namespace {
 
-template <class T>
-FieldSpec field(const char* section, const char* key, T* target, const char* help) {
+FieldSpec field(const char* section, const char* key, FieldTarget target, const char* help) {
   FieldSpec spec;
   spec.section = section;
   spec.key = key;
   spec.help = help;
-  spec.target = target;
+  spec.target = std::move(target);
   return spec;
 }
 
 FieldSpec with_choices(FieldSpec spec, std::vector<std::string> choices) {
   spec.choices = std::move(choices);
   return spec;
+}
+
+template <class E>
+FieldSpec enum_field(const char* section, const char* key, E* target, const char* help) {
+  EnumTarget t;
+  t.get = [target] { return static_cast<size_t>(*target); };
+  t.set = [target](size_t index) { *target = static_cast<E>(index); };
+  t.names = &enum_names<E>();
+  return with_choices(field(section, key, std::move(t), help), enum_names<E>());
 }
 
 FieldSpec not_hashed(FieldSpec spec) {
@@ -51,6 +61,18 @@ std::string format_double(double v) {
 
 }  // namespace
 
+std::string suggest_field_name(const std::string& name, const std::vector<FieldSpec>& fields,
+                               const std::vector<std::string>& other_names) {
+  const auto dot = name.rfind('.');
+  const std::string key = dot == std::string::npos ? name : name.substr(dot + 1);
+  for (const auto& f : fields) {
+    if (f.key == key && f.name() != name) return f.name();
+  }
+  std::vector<std::string> names = other_names;
+  for (const auto& f : fields) names.push_back(f.name());
+  return closest_match(name, names);
+}
+
 std::vector<std::string> config_sections() {
   return {"job",          "model",   "training",   "optimizer",
           "lr_scheduler", "metrics", "checkpoint", "activation_checkpoint",
@@ -66,8 +88,7 @@ std::vector<FieldSpec> config_fields(Config& c) {
                        "Folder for config.toml, metrics.jsonl, fingerprint.log and other outputs")),
 
       with_choices(field("model", "name", &c.model.name, "Model family"), {"llama3"}),
-      with_choices(field("model", "flavor", &c.model.flavor, "Model size"),
-                   {"tiny", "debugmodel", "1B", "8B", "70B", "405B"}),
+      enum_field("model", "flavor", &c.model.flavor, "Model size"),
       at_least(field("model", "dropout", &c.model.dropout,
                      "Dropout probability on the attention and FFN outputs (training only)"),
                0, 0.99),
@@ -81,22 +102,18 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("training", "seq_len", &t.seq_len, "Tokens per sequence"), 1),
       at_least(field("training", "steps", &t.steps, "Optimizer steps to train"), 1),
       above(field("training", "max_norm", &t.max_norm, "Gradient clipping: max total L2 norm"), 0),
-      with_choices(field("training", "dataset", &t.dataset,
+      enum_field("training", "dataset", &t.dataset,
                          "Data source: synthetic (built in, generated from the seed), text (.txt "
                          "file or folder), jsonl (one {\"text\": ...} object per line), tokens "
                          "(pre-tokenized .bin shards)"),
-                   {"synthetic", "text", "jsonl", "tokens"}),
       field("training", "dataset_path", &t.dataset_path,
             "File or folder for the text, jsonl and tokens datasets"),
-      with_choices(field("training", "dataset_token_dtype", &t.dataset_token_dtype,
+      enum_field("training", "dataset_token_dtype", &t.dataset_token_dtype,
                          "Token width of headerless .bin shards (llm.c headers override it)"),
-                   {"uint16", "uint32"}),
-      not_hashed(with_choices(field("training", "device", &t.device,
-                                    "Where to train: auto picks cuda when available, else cpu"),
-                              {"auto", "cpu", "cuda"})),
-      with_choices(field("training", "mixed_precision_param", &t.mixed_precision_param,
+      not_hashed(enum_field("training", "device", &t.device,
+                                    "Where to train: auto picks cuda when available, else cpu")),
+      enum_field("training", "mixed_precision_param", &t.mixed_precision_param,
                          "Autocast dtype on CUDA (CPU always trains in float32)"),
-                   {"bfloat16", "float32"}),
       not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
                                 "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"),
                           0)),
@@ -117,9 +134,7 @@ std::vector<FieldSpec> config_fields(Config& c) {
                      "Fraction of the steps spent decaying at the end; unset: decay right after "
                      "warmup"),
                0, 1),
-      with_choices(
-          field("lr_scheduler", "decay_type", &c.lr_scheduler.decay_type, "Shape of the decay"),
-          {"linear", "sqrt", "cosine"}),
+      enum_field("lr_scheduler", "decay_type", &c.lr_scheduler.decay_type, "Shape of the decay"),
       at_least(field("lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor,
                      "The decay ends at lr x min_lr_factor"),
                0, 1),
@@ -138,24 +153,21 @@ std::vector<FieldSpec> config_fields(Config& c) {
                           0)),
       field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
             "The final save holds the model weights only"),
-      with_choices(field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
+      enum_field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
                          "dtype of a model-only final save"),
-                   {"float32", "bfloat16"}),
       at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
                      "Step to resume from; -1 means the latest"),
                -1),
 
-      with_choices(field("activation_checkpoint", "mode", &ac.mode,
+      enum_field("activation_checkpoint", "mode", &ac.mode,
                          "Activation checkpointing of transformer blocks"),
-                   {"none", "full", "selective"}),
       field("activation_checkpoint", "selective_ac_option", &ac.selective_ac_option,
             "For selective mode: N checkpoints every Nth block"),
       field("activation_checkpoint", "preserve_rng_state", &ac.preserve_rng_state,
             "Replay the forward's RNG state during recompute"),
-      with_choices(field("activation_checkpoint", "determinism_check", &ac.determinism_check,
+      enum_field("activation_checkpoint", "determinism_check", &ac.determinism_check,
                          "Compare recomputation with the forward: default (op metadata), bitwise "
                          "(also values), none"),
-                   {"default", "bitwise", "none"}),
       field("activation_checkpoint", "debug", &ac.debug,
             "On a recompute mismatch, print and save both op traces"),
 
@@ -178,6 +190,7 @@ std::string FieldSpec::type_name() const {
     std::string operator()(std::string*) const { return "string"; }
     std::string operator()(std::optional<int64_t>*) const { return "integer"; }
     std::string operator()(std::optional<double>*) const { return "float"; }
+    std::string operator()(const EnumTarget&) const { return "string"; }
   };
   return std::visit(Visitor{}, target);
 }
@@ -230,6 +243,7 @@ std::string FieldSpec::value_as_toml() const {
     std::string operator()(std::optional<double>* v) const {
       return v->has_value() ? format_double(**v) : "";
     }
+    std::string operator()(const EnumTarget& e) const { return toml_quote((*e.names)[e.get()]); }
   };
   return std::visit(Visitor{}, target);
 }

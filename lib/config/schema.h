@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -13,15 +14,22 @@
 
 namespace titan {
 
+// An enum-valued field, type-erased: its value as an index into `names` (see config/enums.h).
+struct EnumTarget {
+  std::function<size_t()> get;
+  std::function<void(size_t)> set;
+  const std::vector<std::string>* names = nullptr;
+};
+
 using FieldTarget = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
-                                 std::optional<double>*>;
+                                 std::optional<double>*, EnumTarget>;
 
 struct FieldSpec {
   std::string section;
   std::string key;
   std::string help;
   FieldTarget target;                // where the value lives in the Config it was built for
-  std::vector<std::string> choices;  // non-empty: the only allowed string values
+  std::vector<std::string> choices;  // non-empty: the only allowed values (an enum's names)
   std::optional<double> min;         // numeric lower bound
   bool min_exclusive = false;        // true: value must be > min, else >= min
   std::optional<double> max;         // numeric upper bound (inclusive)
@@ -41,6 +49,12 @@ struct FieldSpec {
 // Every field of `config`, in section order, each pointing into `config`.
 // Requires: `config` outlives the returned specs.
 std::vector<FieldSpec> config_fields(Config& config);
+
+// For an unknown "section.key" (or a bare key): the same key in another section
+// ("--steps" -> "training.steps"), else the closest known name (a plausible typo) among the fields
+// and `other_names`, else "".
+std::string suggest_field_name(const std::string& name, const std::vector<FieldSpec>& fields,
+                               const std::vector<std::string>& other_names = {});
 
 // The section names, in the order they are printed.
 std::vector<std::string> config_sections();

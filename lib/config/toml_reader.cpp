@@ -3,15 +3,13 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <system_error>
 
 #include "config/field_io.h"
 #include "config/loader.h"
 #include "config/schema.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -32,43 +30,33 @@ std::string describe(const toml::node& node) {
 }
 
 // Sets the field from the node, or returns false when the node has the wrong type.
-bool assign(const FieldSpec& spec, const toml::node& node) {
-  const auto& target = spec.target;
-  if (auto p = std::get_if<bool*>(&target)) {
-    if (!node.is_boolean()) return false;
-    **p = *node.value<bool>();
-  } else if (auto p = std::get_if<int64_t*>(&target)) {
-    if (!node.is_integer()) return false;
-    **p = *node.value<int64_t>();
-  } else if (auto p = std::get_if<double*>(&target)) {
-    if (!node.is_floating_point() && !node.is_integer()) return false;
-    **p = *node.value<double>();
-  } else if (auto p = std::get_if<std::string*>(&target)) {
-    if (!node.is_string()) return false;
-    **p = *node.value<std::string>();
-  } else if (auto p = std::get_if<std::optional<int64_t>*>(&target)) {
-    if (!node.is_integer()) return false;
-    **p = node.value<int64_t>();
-  } else if (auto p = std::get_if<std::optional<double>*>(&target)) {
-    if (!node.is_floating_point() && !node.is_integer()) return false;
-    **p = node.value<double>();
-  }
-  return true;
-}
-
-std::vector<std::string> all_names(std::vector<FieldSpec>& fields) {
-  std::vector<std::string> names;
-  for (auto& f : fields) names.push_back(f.name());
-  return names;
-}
-
-// "did you mean ..." for an unknown key: the same key in another section first, then typos.
-std::string suggest_key(const std::string& section, const std::string& key,
-                        std::vector<FieldSpec>& fields) {
-  for (auto& f : fields) {
-    if (f.key == key && f.section != section) return f.name();
-  }
-  return closest_match(section + "." + key, all_names(fields));
+bool assign(const FieldSpec& spec, const toml::node& node, const std::string& value_at) {
+  struct Assigner {
+    const FieldSpec& spec;
+    const toml::node& node;
+    const std::string& value_at;
+    bool operator()(bool* v) const { return node.is_boolean() && (*v = *node.value<bool>(), true); }
+    bool operator()(int64_t* v) const {
+      return node.is_integer() && (*v = *node.value<int64_t>(), true);
+    }
+    bool operator()(double* v) const {
+      return node.is_number() && (*v = *node.value<double>(), true);
+    }
+    bool operator()(std::optional<int64_t>* v) const {
+      return node.is_integer() && (*v = node.value<int64_t>(), true);
+    }
+    bool operator()(std::optional<double>* v) const {
+      return node.is_number() && (*v = node.value<double>(), true);
+    }
+    bool operator()(std::string*) const { return set_text(); }
+    bool operator()(const EnumTarget&) const { return set_text(); }
+    bool set_text() const {
+      if (!node.is_string()) return false;
+      set_choice(spec, *node.value<std::string>(), value_at);
+      return true;
+    }
+  };
+  return std::visit(Assigner{spec, node, value_at}, spec.target);
 }
 
 // `key_at` and `value_at` are the file:line:col of the key and of its value.
@@ -77,7 +65,7 @@ void apply_key(const std::string& section, const std::string& key, const toml::n
                std::vector<FieldSpec>& fields) {
   for (auto& spec : fields) {
     if (spec.section != section || spec.key != key) continue;
-    if (!assign(spec, node)) {
+    if (!assign(spec, node, value_at)) {
       throw ConfigError(
           value_at,
           fmt::format("{}: expected {}, got {}", spec.name(), spec.type_name(), describe(node)),
@@ -86,7 +74,7 @@ void apply_key(const std::string& section, const std::string& key, const toml::n
     check_field_value(spec, value_at);
     return;
   }
-  std::string guess = suggest_key(section, key, fields);
+  std::string guess = suggest_field_name(section + "." + key, fields);
   throw ConfigError(key_at, fmt::format("unknown key {}.{}", section, key),
                     guess.empty() ? fmt::format("valid keys of [{}] are listed by --help", section)
                                   : fmt::format("did you mean {}?", guess));
@@ -117,7 +105,7 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
     std::string at = where(source, section_key.source());
     auto* table = root.get(section_key)->as_table();
     if (!table) {
-      std::string guess = suggest_key("", section, fields);
+      std::string guess = suggest_field_name(section, fields);
       throw ConfigError(
           at, fmt::format("key '{}' must be inside a [section]", section),
           guess.empty() ? "see --help for the sections" : fmt::format("did you mean {}?", guess));
@@ -140,14 +128,14 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
 }
 
 void apply_toml_file(Config& config, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw ConfigError(path, fmt::format("cannot open config file: {}", std::strerror(errno)),
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const std::system_error& e) {
+    throw ConfigError(path, "cannot open config file: " + e.code().message(),
                       "check the path; configs/ holds example files");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  apply_toml(config, text.str(), path);
+  apply_toml(config, text, path);
 }
 
 }  // namespace titan

@@ -1,6 +1,8 @@
 // Checks that involve more than one key, or values a single key's bounds cannot express.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "config/loader.h"
 #include "util/error.h"
 
@@ -22,28 +24,21 @@ void check_batch(const TrainingConfig& t) {
 }
 
 void check_dataset(const TrainingConfig& t) {
-  if (t.dataset != "synthetic" && t.dataset_path.empty()) {
+  if (t.dataset != DatasetKind::kSynthetic && t.dataset_path.empty()) {
     throw ConfigError("training.dataset_path",
-                      fmt::format("dataset \"{}\" needs a dataset_path", t.dataset),
+                      fmt::format("dataset \"{}\" needs a dataset_path", to_string(t.dataset)),
                       "set training.dataset_path to a file or folder, or use dataset = "
                       "\"synthetic\"");
   }
 }
 
-void check_activation_checkpoint(const ActivationCheckpointConfig& ac) {
-  if (ac.mode != "selective") return;  // the option only means something for selective
-  if (ac.selective_ac_option == "op") {
-    throw ConfigError("activation_checkpoint.selective_ac_option",
-                      "\"op\" (op-level selective activation checkpointing) is not supported",
-                      "use a positive integer N to checkpoint every Nth block, or mode = \"full\"");
-  }
-  bool digits = !ac.selective_ac_option.empty() &&
-                ac.selective_ac_option.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoll(ac.selective_ac_option) < 1) {
-    throw ConfigError("activation_checkpoint.selective_ac_option",
-                      fmt::format("\"{}\" is not a positive integer", ac.selective_ac_option),
-                      "write selective_ac_option = \"2\" to checkpoint every 2nd block");
-  }
+// "1".."999999": longer digit strings are refused before they can overflow.
+std::optional<int64_t> parse_period(const std::string& text) {
+  if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  int64_t value = std::stoll(text);
+  if (value < 1) return std::nullopt;
+  return value;
 }
 
 void check_checkpoint(const CheckpointConfig& c) {
@@ -60,10 +55,39 @@ void check_checkpoint(const CheckpointConfig& c) {
 
 }  // namespace
 
+BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
+  BatchPlan plan;
+  const int64_t per_micro_batch = t.local_batch_size * data_parallel;
+  plan.micro_batches = t.global_batch_size == -1 ? 1 : t.global_batch_size / per_micro_batch;
+  plan.tokens_per_step = plan.micro_batches * per_micro_batch * t.seq_len;
+  return plan;
+}
+
+int64_t ac_block_period(const ActivationCheckpointConfig& ac) {
+  switch (ac.mode) {
+    case AcMode::kNone:
+      return 0;
+    case AcMode::kFull:
+      return 1;
+    case AcMode::kSelective:
+      break;
+  }
+  if (ac.selective_ac_option == "op") {
+    throw ConfigError("activation_checkpoint.selective_ac_option",
+                      "\"op\" (op-level selective activation checkpointing) is not supported",
+                      "use a positive integer N to checkpoint every Nth block, or mode = \"full\"");
+  }
+  if (auto period = parse_period(ac.selective_ac_option)) return *period;
+  throw ConfigError("activation_checkpoint.selective_ac_option",
+                    fmt::format("\"{}\" is not a positive integer (1 to 999999)",
+                                ac.selective_ac_option),
+                    "write selective_ac_option = \"2\" to checkpoint every 2nd block");
+}
+
 void validate(const Config& config) {
   check_batch(config.training);
   check_dataset(config.training);
-  check_activation_checkpoint(config.activation_checkpoint);
+  ac_block_period(config.activation_checkpoint);
   check_checkpoint(config.checkpoint);
 }
 

@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <stdexcept>
 #include <sstream>
+#include <system_error>
 
 #include "data/synthetic_text.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace titan {
 namespace fs = std::filesystem;
@@ -48,12 +50,12 @@ std::vector<std::string> list_files(const std::string& path, const std::string& 
   return files;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) data_error(path, fmt::format("cannot read: {}", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+std::string read_data_file(const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const std::system_error& e) {
+    data_error(path, "cannot read: " + e.code().message());
+  }
 }
 
 class SyntheticSource : public TokenSource {
@@ -114,7 +116,7 @@ std::vector<std::string> split_paragraphs(const std::string& text) {
 std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
   std::vector<std::string> docs;
   for (auto& file : list_files(path, ".txt")) {
-    for (auto& d : split_paragraphs(read_file(file))) docs.push_back(std::move(d));
+    for (auto& d : split_paragraphs(read_data_file(file))) docs.push_back(std::move(d));
   }
   if (docs.empty())
     data_error(path, "no text found", "the text dataset needs non-empty .txt files");
@@ -124,7 +126,7 @@ std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
 std::unique_ptr<TokenSource> make_jsonl_source(const std::string& path) {
   std::vector<std::string> docs;
   for (auto& file : list_files(path, ".jsonl")) {
-    std::istringstream lines(read_file(file));
+    std::istringstream lines(read_data_file(file));
     std::string line;
     for (size_t number = 1; std::getline(lines, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -171,9 +173,9 @@ void append_tokens(const std::string& bytes, size_t offset, std::vector<int32_t>
   }
 }
 
-void read_shard(const std::string& file, const std::string& default_dtype,
+void read_shard(const std::string& file, TokenDtype default_dtype,
                 std::vector<int32_t>& out) {
-  std::string bytes = read_file(file);
+  std::string bytes = read_data_file(file);
   int32_t header[3] = {0, 0, 0};
   if (bytes.size() >= kLlmcHeaderBytes) std::memcpy(header, bytes.data(), sizeof(header));
   if (header[0] == kLlmcMagicU16 || header[0] == kLlmcMagicU32) {
@@ -187,11 +189,19 @@ void read_shard(const std::string& file, const std::string& default_dtype,
                : append_tokens<uint32_t>(bytes, kLlmcHeaderBytes, out);
     return;
   }
-  size_t width = default_dtype == "uint16" ? 2 : 4;
+  size_t width = 0;
+  switch (default_dtype) {
+    case TokenDtype::kUint16:
+      width = 2;
+      break;
+    case TokenDtype::kUint32:
+      width = 4;
+      break;
+  }
   if (bytes.size() % width != 0) {
     data_error(file,
                fmt::format("size {} is not a multiple of {} bytes ({})", bytes.size(), width,
-                           default_dtype),
+                           to_string(default_dtype)),
                "check training.dataset_token_dtype");
   }
   width == 2 ? append_tokens<uint16_t>(bytes, 0, out) : append_tokens<uint32_t>(bytes, 0, out);
@@ -225,17 +235,25 @@ std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t 
 
 std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
                                                int64_t window, int64_t vocab_size) {
-  if (training.dataset == "tokens") return make_shard_source(training, window, vocab_size);
-  if (vocab_size < ByteTokenizer::kVocabSize) {
+  const bool bytewise = training.dataset != DatasetKind::kTokens;
+  if (bytewise && vocab_size < ByteTokenizer::kVocabSize) {
     throw ConfigError("model.flavor",
                       fmt::format("the model's vocab_size {} is smaller than the byte tokenizer's "
                                   "vocabulary ({})",
                                   vocab_size, ByteTokenizer::kVocabSize),
                       "pick a flavor with a larger vocabulary (debugmodel has 2048)");
   }
-  if (training.dataset == "synthetic") return std::make_unique<SyntheticSource>(seed);
-  if (training.dataset == "text") return make_text_source(training.dataset_path);
-  return make_jsonl_source(training.dataset_path);
+  switch (training.dataset) {
+    case DatasetKind::kSynthetic:
+      return std::make_unique<SyntheticSource>(seed);
+    case DatasetKind::kText:
+      return make_text_source(training.dataset_path);
+    case DatasetKind::kJsonl:
+      return make_jsonl_source(training.dataset_path);
+    case DatasetKind::kTokens:
+      return make_shard_source(training, window, vocab_size);
+  }
+  throw std::logic_error("unhandled DatasetKind");
 }
 
 }  // namespace titan

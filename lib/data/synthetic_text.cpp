@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/hash.h"
+
 namespace titan {
 namespace {
 
@@ -27,13 +29,6 @@ std::string invent_word(uint64_t& state) {
 }
 
 }  // namespace
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 SyntheticText::SyntheticText(uint64_t seed) : seed_(seed) {
   uint64_t state = seed ^ 0x5EEDF00Dull;

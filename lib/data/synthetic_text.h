@@ -25,7 +25,4 @@ class SyntheticText {
   std::vector<std::vector<uint32_t>> successors_;  // likely next words for each word
 };
 
-// splitmix64: a tiny, well-mixed PRNG step, used to derive independent streams from a seed.
-uint64_t splitmix64(uint64_t& state);
-
 }  // namespace titan

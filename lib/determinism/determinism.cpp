@@ -82,10 +82,10 @@ OncePerOpWarningHandler& warning_handler() {
   return handler;
 }
 
-uint64_t resolve_seed(const Config& config, const WorldInfo& world, bool& drawn) {
+uint64_t resolve_seed(const Config& config, int64_t world_size, bool& drawn) {
   drawn = !config.debug.seed.has_value();
   if (!drawn) return static_cast<uint64_t>(*config.debug.seed);
-  if (world.world_size > 1) {
+  if (world_size > 1) {
     throw ConfigError("debug.seed", "a multi-process run needs an explicit seed",
                       "set debug.seed so every rank initializes the same weights");
   }
@@ -143,19 +143,19 @@ void raise_if_nondeterministic_op(const std::exception& error, int64_t step) {
       "false");
 }
 
-DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world,
+DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t world_size,
                                      std::ostream& log) {
   const auto& d = config.debug;
   DeterminismRecord r;
-  r.rank = world.rank;
-  r.world_size = world.world_size;
+  r.rank = rank;
+  r.world_size = world_size;
   configure_cublas_workspace(d.deterministic, r);  // first: it may refuse the run
 
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   at::set_num_threads(static_cast<int>(r.cpu_threads));
   r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));
 
-  r.seed = resolve_seed(config, world, r.seed_was_drawn);
+  r.seed = resolve_seed(config, world_size, r.seed_was_drawn);
   torch::manual_seed(r.seed);  // the CPU generator and every CUDA device's
 
   auto& ctx = at::globalContext();

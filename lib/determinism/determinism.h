@@ -11,7 +11,6 @@
 #include <string>
 
 #include "config/config.h"
-#include "distributed/world.h"
 
 namespace titan {
 
@@ -44,7 +43,7 @@ inline const char* const kDeterministicCublasConfigs[] = {":4096:8", ":16:8"};
 // Throws ConfigError (exit 2) for an invalid CUBLAS_WORKSPACE_CONFIG or a multi-process run
 // without a seed. With warn-only, installs a warning handler that logs each op without a
 // deterministic implementation once, to `log`.
-DeterminismRecord make_deterministic(const Config& config, const WorldInfo& world,
+DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t world_size,
                                      std::ostream& log);
 
 // The [determinism] block for the start of the log, one setting per line.
@@ -61,7 +60,7 @@ void raise_if_nondeterministic_op(const std::exception& error, int64_t step);
 // Runs fn(); an op without a deterministic implementation inside it becomes a CheckFailure
 // (see raise_if_nondeterministic_op). Other errors pass through unchanged.
 template <class Fn>
-auto with_determinism_check(int64_t step, Fn&& fn) -> decltype(fn()) {
+auto fail_on_nondeterministic_op(int64_t step, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {

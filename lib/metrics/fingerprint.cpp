@@ -3,12 +3,8 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include "config/loader.h"
 #include "config/schema.h"
-#include "util/error.h"
 #include "util/hash.h"
 
 namespace titan {
@@ -26,15 +22,6 @@ uint64_t config_hash(const Config& config) {
     text += f.name() + "=" + (f.has_value() ? f.value_as_toml() : "unset") + "\n";
   }
   return hash_bytes(text.data(), text.size());
-}
-
-uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> host;
-  host.reserve(tensors.size());
-  for (auto& t : tensors) host.push_back(t.detach().to(at::kCPU).contiguous());
-  uint64_t h = host.size();
-  for (const auto& t : host) h = hash_combine(h, hash_bytes(t.data_ptr(), t.nbytes()));
-  return h;
 }
 
 std::string FingerprintLog::format_header(const FingerprintHeader& header) {
@@ -66,17 +53,13 @@ std::string FingerprintLog::format_step(int64_t step, double loss, double grad_n
 }
 
 FingerprintLog::FingerprintLog(const std::string& path, const FingerprintHeader& header)
-    : out_(path, std::ios::trunc), path_(path) {
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  out_ << format_header(header);
-  out_.flush();
+    : file_(path, LineFile::Mode::kTruncate) {
+  file_.write(format_header(header));
 }
 
 void FingerprintLog::write_step(int64_t step, double loss, double grad_norm, double lr,
                                 int64_t tokens_seen, std::optional<uint64_t> checksum) {
-  out_ << format_step(step, loss, grad_norm, lr, tokens_seen, checksum) << '\n';
-  out_.flush();
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  file_.write(format_step(step, loss, grad_norm, lr, tokens_seen, checksum));
 }
 
 }  // namespace titan

@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,16 +18,13 @@
 
 #include "config/config.h"
 #include "determinism/determinism.h"
+#include "util/files.h"
 
 namespace titan {
 
 // Hash of the resolved config, leaving out keys that cannot change the computation (outputs,
 // logging) and those the header records resolved (device, threads).
 uint64_t config_hash(const Config& config);
-
-// 64-bit checksum over the raw bytes of `tensors`, in order (each copied to the CPU first):
-// deterministic for the same bits, independent of the thread count.
-uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
 
 struct FingerprintHeader {
   std::string device_type;  // "cpu" / "cuda"
@@ -42,7 +38,7 @@ class FingerprintLog {
   // Truncates `path` and writes the header. Throws RuntimeFailure naming the path.
   FingerprintLog(const std::string& path, const FingerprintHeader& header);
 
-  // One line per step, flushed.
+  // One whole line per step. Throws RuntimeFailure naming the path.
   void write_step(int64_t step, double loss, double grad_norm, double lr, int64_t tokens_seen,
                   std::optional<uint64_t> params_checksum);
 
@@ -51,8 +47,7 @@ class FingerprintLog {
                                  int64_t tokens_seen, std::optional<uint64_t> params_checksum);
 
  private:
-  std::ofstream out_;
-  std::string path_;
+  LineFile file_;
 };
 
 }  // namespace titan

@@ -2,11 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
-#include "util/error.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -38,14 +35,8 @@ std::string format_json_line(const StepMetrics& m) {
       json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s));
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : out_(path, std::ios::trunc), path_(path) {
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-}
+JsonlWriter::JsonlWriter(const std::string& path) : file_(path, LineFile::Mode::kTruncate) {}
 
-void JsonlWriter::write(const StepMetrics& m) {
-  out_ << format_json_line(m) << '\n';
-  out_.flush();
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
-}
+void JsonlWriter::write(const StepMetrics& m) { file_.write(format_json_line(m)); }
 
 }  // namespace titan

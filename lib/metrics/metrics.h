@@ -3,8 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <string>
+
+#include "util/files.h"
 
 namespace titan {
 
@@ -29,16 +30,14 @@ std::string format_console_line(const StepMetrics& m);
 // One JSON object, every number at full (round-trip) precision.
 std::string format_json_line(const StepMetrics& m);
 
-// Appends lines to a file, flushing each: a crash never leaves a partial object behind the
-// last complete line other than one being written.
+// metrics.jsonl: one whole line per logged step (see LineFile).
 class JsonlWriter {
  public:
   explicit JsonlWriter(const std::string& path);  // truncates; throws RuntimeFailure
-  void write(const StepMetrics& m);
+  void write(const StepMetrics& m);               // throws RuntimeFailure
 
  private:
-  std::ofstream out_;
-  std::string path_;
+  LineFile file_;
 };
 
 }  // namespace titan

@@ -1,6 +1,5 @@
 #include "model/model_args.h"
 
-#include <stdexcept>
 
 namespace titan {
 
@@ -18,31 +17,32 @@ int64_t ModelArgs::num_params() const {
   return vocab_size * dim + n_layers * block + dim + dim * vocab_size;  // + norm, output
 }
 
-std::vector<std::string> model_flavors() {
-  return {"tiny", "debugmodel", "1B", "8B", "70B", "405B"};
-}
-
-ModelArgs model_args_for_flavor(const std::string& flavor) {
+ModelArgs model_args_for_flavor(Flavor flavor) {
   ModelArgs a;
-  if (flavor == "tiny") {  // not in torchtitan: small enough for unit tests, exercises GQA
-    a.dim = 64, a.n_layers = 2, a.n_heads = 4, a.n_kv_heads = 2, a.vocab_size = 512;
-    a.multiple_of = 64;
-  } else if (flavor == "debugmodel") {
-    a.dim = 256, a.n_layers = 6, a.n_heads = 16, a.vocab_size = 2048;
-  } else if (flavor == "1B") {  // Llama 3.2 1B shape (torchtitan leaves it untied, as here)
-    a.dim = 2048, a.n_layers = 16, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.5;
-    a.multiple_of = 256;
-  } else if (flavor == "8B") {
-    a.dim = 4096, a.n_layers = 32, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
-    a.multiple_of = 1024;
-  } else if (flavor == "70B") {
-    a.dim = 8192, a.n_layers = 80, a.n_heads = 64, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
-    a.multiple_of = 4096;
-  } else if (flavor == "405B") {
-    a.dim = 16384, a.n_layers = 126, a.n_heads = 128, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.2,
-    a.multiple_of = 4096;
-  } else {
-    throw std::invalid_argument("unknown model flavor: " + flavor);
+  switch (flavor) {
+    case Flavor::kTiny:  // not in torchtitan: small enough for unit tests, exercises GQA
+      a.dim = 64, a.n_layers = 2, a.n_heads = 4, a.n_kv_heads = 2, a.vocab_size = 512;
+      a.multiple_of = 64;
+      break;
+    case Flavor::kDebugModel:
+      a.dim = 256, a.n_layers = 6, a.n_heads = 16, a.vocab_size = 2048;
+      break;
+    case Flavor::k1B:  // Llama 3.2 1B shape (torchtitan leaves it untied, as here)
+      a.dim = 2048, a.n_layers = 16, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.5;
+      a.multiple_of = 256;
+      break;
+    case Flavor::k8B:
+      a.dim = 4096, a.n_layers = 32, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
+      a.multiple_of = 1024;
+      break;
+    case Flavor::k70B:
+      a.dim = 8192, a.n_layers = 80, a.n_heads = 64, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
+      a.multiple_of = 4096;
+      break;
+    case Flavor::k405B:
+      a.dim = 16384, a.n_layers = 126, a.n_heads = 128, a.n_kv_heads = 8;
+      a.ffn_dim_multiplier = 1.2, a.multiple_of = 4096;
+      break;
   }
   return a;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "config/enums.h"
+
 namespace titan {
 
 struct RopeScaling {
@@ -40,9 +42,7 @@ struct ModelArgs {
   int64_t num_embedding_params() const { return vocab_size * dim; }
 };
 
-// The args of a named flavor. Throws std::invalid_argument for an unknown name.
-ModelArgs model_args_for_flavor(const std::string& flavor);
-
-std::vector<std::string> model_flavors();
+// The args of a flavor (the list of flavors lives in config/enums.h).
+ModelArgs model_args_for_flavor(Flavor flavor);
 
 }  // namespace titan

@@ -23,13 +23,17 @@ double LRSchedule::factor(int64_t step) const {
   if (s < warmup_) return static_cast<double>(s + 1) / warmup_;
   if (s < warmup_ + stable_) return 1.0;
   const double progress = static_cast<double>(s + 1 - warmup_ - stable_) / decay_;
-  double adjustment;
-  if (decay_type_ == "sqrt") {
-    adjustment = 1.0 - std::sqrt(progress);
-  } else if (decay_type_ == "cosine") {
-    adjustment = 0.5 * (1.0 + std::cos(M_PI * progress));
-  } else {
-    adjustment = 1.0 - progress;
+  double adjustment = 0;
+  switch (decay_type_) {
+    case DecayType::kLinear:
+      adjustment = 1.0 - progress;
+      break;
+    case DecayType::kSqrt:
+      adjustment = 1.0 - std::sqrt(progress);
+      break;
+    case DecayType::kCosine:
+      adjustment = 0.5 * (1.0 + std::cos(M_PI * progress));
+      break;
   }
   return min_lr_factor_ + (1.0 - min_lr_factor_) * adjustment;
 }

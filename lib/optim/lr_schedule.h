@@ -25,7 +25,7 @@ class LRSchedule {
 
  private:
   int64_t warmup_, stable_, decay_;
-  std::string decay_type_;
+  DecayType decay_type_;
   double min_lr_factor_;
 };
 

@@ -1,7 +1,7 @@
 #include "train/step.h"
 
 #include "optim/optimizer.h"
-#include "train/autocast.h"
+#include "util/autocast.h"
 
 namespace titan {
 

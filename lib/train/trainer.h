@@ -1,24 +1,21 @@
-// The training loop: builds the model, data, optimizer and metrics from a Config and runs
-// torchtitan's step (zero grads; accumulate micro-batches with loss = summed cross-entropy /
-// tokens in the step; clip; AdamW; LR schedule) for training.steps steps.
+// The training loop: builds the model, data and optimizer for a RunContext and runs torchtitan's
+// step (zero grads; accumulate micro-batches with loss = summed cross-entropy / tokens in the
+// step; clip; AdamW; LR schedule) until training.steps.
 #pragma once
 
-#include <c10/core/Device.h>
-
-#include <iosfwd>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ac/checkpoint.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/train_state.h"
 #include "config/config.h"
 #include "data/loader.h"
-#include "determinism/determinism.h"
-#include "distributed/world.h"
-#include "metrics/fingerprint.h"
-#include "metrics/metrics.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/run_context.h"
 #include "train/step.h"
 
 namespace titan {
@@ -33,54 +30,54 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Validates what needs the model or data (device, vocabulary, dataset files) before building
-  // anything heavy; throws ConfigError for those. Writes <dump_folder>/config.toml (with the
-  // seed actually used). Logs to `log`.
-  Trainer(const Config& config, std::ostream& log);
+  // Validates what needs the model or data (memory, vocabulary, dataset files) before building
+  // anything heavy; throws ConfigError for those. Writes nothing: the app opens the context's
+  // output sinks after this succeeds. Requires: `context` outlives the Trainer.
+  explicit Trainer(RunContext& context);
   ~Trainer();
+
+  // Logs the start-up summary. Requires: the context's output sinks are open.
+  void log_start() const;
 
   // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss, and
   // CheckFailure (exit 3) when debug.deterministic meets an op without a deterministic
-  // implementation (unless deterministic_warn_only).
+  // implementation (unless deterministic_warn_only) or the recompute checker finds a difference.
   TrainSummary train();
 
-  // One optimizer step, with its fingerprint.log line. Exposed for tests.
+  // One optimizer step, with its fingerprint.log line.
   StepResult train_step();
 
+  // The state the next step depends on besides the tensors (RNG states read now).
+  TrainState state() const;
+
+  // In-memory copy of everything the next steps depend on, and its restoration: the steps that
+  // follow a restore reproduce those that followed the snapshot, bit for bit.
+  Snapshot snapshot() const;
+  void restore(const Snapshot& snapshot);
+
   Transformer& model() { return model_; }
-  const DeterminismRecord& determinism() const { return determinism_; }
-  int64_t gradient_accumulation_steps() const { return grad_accum_steps_; }
+  const std::vector<std::string>& checkpointed_blocks() const { return checkpointed_blocks_; }
 
  private:
-  void log_start() const;
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
 
-  Config config_;
-  std::ostream& log_;
-  WorldInfo world_;
-  DeterminismRecord determinism_;
-  c10::Device device_;
+  RunContext& ctx_;
+  const Config& config_;  // ctx_.config
   ModelArgs args_;
+  BatchPlan plan_;
   std::shared_ptr<const TokenSource> source_;
   std::unique_ptr<DataLoader> loader_;
   Transformer model_{nullptr};
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   LRSchedule schedule_;
-  std::unique_ptr<JsonlWriter> jsonl_;
-  std::unique_ptr<FingerprintLog> fingerprint_;
-  std::shared_ptr<CheckpointContext> ac_context_ = std::make_shared<CheckpointContext>();
+  std::shared_ptr<ac::CheckpointContext> ac_context_ = std::make_shared<ac::CheckpointContext>();
   std::vector<std::string> checkpointed_blocks_;
+  StepOptions step_options_;
+  double flops_per_token_ = 0;
   double checksum_seconds_ = 0;
-  bool autocast_bf16_ = false;  // CUDA with mixed_precision_param = "bfloat16"
-  int64_t grad_accum_steps_ = 1;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
-  double flops_per_token_ = 0;
-  double peak_flops_ = 0;
 };
-
-// "auto" -> cuda when available, else cpu. Throws ConfigError for "cuda" without CUDA.
-c10::Device resolve_device(const std::string& name);
 
 }  // namespace titan

@@ -1,6 +1,7 @@
 #include "util/hash.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <cstring>
 #include <vector>
@@ -11,8 +12,8 @@ namespace {
 constexpr uint64_t kPrime = 0x100000001b3ull;  // FNV-1a's 64-bit prime
 constexpr size_t kChunk = size_t(1) << 20;
 
-uint64_t avalanche(
-    uint64_t h) {  // splitmix64 finalizer: every output bit depends on every input bit
+// splitmix64's finalizer: every output bit depends on every input bit.
+uint64_t avalanche(uint64_t h) {
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
   return h ^ (h >> 31);
@@ -34,6 +35,24 @@ uint64_t hash_chunk(const unsigned char* p, size_t n) {
 }
 
 }  // namespace
+
+uint64_t splitmix64(uint64_t& state) {
+  state += 0x9e3779b97f4a7c15ull;
+  return avalanche(state);
+}
+
+uint64_t tensor_checksum(const at::Tensor& t) {
+  at::DisableRecordFunctionGuard no_recording;
+  at::Tensor host = t.device().is_cpu() ? t : t.to(at::kCPU);
+  if (!host.is_contiguous()) host = host.contiguous();
+  return hash_bytes(host.data_ptr(), host.nbytes());
+}
+
+uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
+  uint64_t h = tensors.size();
+  for (const auto& t : tensors) h = hash_combine(h, tensor_checksum(t.detach()));
+  return h;
+}
 
 uint64_t hash_combine(uint64_t seed, uint64_t value) {
   return avalanche(seed ^ (value + 0x9e3779b97f4a7c15ull));

@@ -2,8 +2,11 @@
 // recompute check). Not cryptographic: it detects accidental differences.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace titan {
 
@@ -14,5 +17,16 @@ uint64_t hash_bytes(const void* data, size_t n);
 
 // Order-dependent combination of two hashes.
 uint64_t hash_combine(uint64_t seed, uint64_t value);
+
+// The splitmix64 generator: advances `state` and returns the next well-mixed 64-bit value.
+uint64_t splitmix64(uint64_t& state);
+
+// Hash of a tensor's bytes (copied to the CPU and made contiguous first when needed). Runs no
+// op that an at::RecordFunction observer (the AC op trace) would record.
+uint64_t tensor_checksum(const at::Tensor& t);
+
+// Order-dependent checksum of `tensors`: equal exactly when every tensor's bytes are equal (up to
+// hash collisions), independent of the thread count.
+uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
 
 }  // namespace titan

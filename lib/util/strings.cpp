@@ -1,12 +1,6 @@
 #include "util/strings.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-
-#include "util/error.h"
 
 namespace titan {
 
@@ -56,22 +50,6 @@ std::string with_thousands(long long value) {
     out += digits[i];
   }
   return value < 0 ? "-" + out : out;
-}
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(errno));
-    out << contents;
-    out.flush();
-    if (!out) throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw RuntimeFailure("cannot move " + tmp + " to " + path + ": " + reason);
-  }
 }
 
 }  // namespace titan

@@ -19,8 +19,4 @@ std::string join_quoted(const std::vector<std::string>& items);
 // 1234567 -> "1,234,567".
 std::string with_thousands(long long value);
 
-// Writes `contents` to `path` atomically: a temporary file in the same folder, then rename.
-// Throws RuntimeFailure naming the path and the system's reason.
-void write_file_atomically(const std::string& path, const std::string& contents);
-
 }  // namespace titan

@@ -1,0 +1,40 @@
+#include "app/train_command.h"
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <ostream>
+
+#include "app/run_context.h"
+#include "config/loader.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace titan {
+
+int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
+  CliRequest request = parse_command_line(args);
+  switch (request.action) {
+    case CliAction::kHelp:
+      out << help_text();
+      return kExitOk;
+    case CliAction::kVersion:
+      out << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\n", TITAN_VERSION,
+                         TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no");
+      return kExitOk;
+    case CliAction::kPrintConfig:
+      out << to_toml(request.config);
+      return kExitOk;
+    case CliAction::kTrain:
+      break;
+  }
+  RunContext context = build_run_context(request.config, out);
+  Trainer trainer(context);
+  open_output_sinks(context);
+  trainer.log_start();
+  trainer.train();
+  return kExitOk;
+}
+
+}  // namespace titan

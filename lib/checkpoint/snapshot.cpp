@@ -1,0 +1,95 @@
+#include "checkpoint/snapshot.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+namespace titan {
+namespace {
+
+std::vector<at::Tensor> module_tensors(const torch::nn::Module& module) {
+  std::vector<at::Tensor> tensors = module.parameters();
+  for (const auto& b : module.buffers()) tensors.push_back(b);
+  return tensors;
+}
+
+// The optimizer's key for parameter p: libtorch 1.13 keys its state map by the TensorImpl address
+// printed as a string, later versions by the address itself.
+template <class StateMap>
+typename StateMap::key_type state_key(const at::Tensor& p) {
+  using Key = typename StateMap::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;
+    address << p.unsafeGetTensorImpl();
+    return address.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+using StateMap = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
+
+at::Tensor clone_or_undefined(const at::Tensor& t) {
+  return t.defined() ? t.detach().clone() : at::Tensor();
+}
+
+}  // namespace
+
+Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::AdamW& optimizer,
+                       const TrainState& state) {
+  torch::NoGradGuard no_grad;
+  Snapshot s;
+  s.state = state;
+  for (const auto& t : module_tensors(module)) s.module_tensors.push_back(t.detach().clone());
+  const auto& states = optimizer.state();
+  for (const auto& group : optimizer.param_groups()) {
+    s.group_lr.push_back(static_cast<const torch::optim::AdamWOptions&>(group.options()).lr());
+    for (const auto& p : group.params()) {
+      auto it = states.find(state_key<StateMap>(p));
+      if (it == states.end()) {
+        s.optimizer.emplace_back();
+        continue;
+      }
+      const auto& ps = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      s.optimizer.push_back(AdamWParamSnapshot{ps.step(), clone_or_undefined(ps.exp_avg()),
+                                               clone_or_undefined(ps.exp_avg_sq()),
+                                               clone_or_undefined(ps.max_exp_avg_sq())});
+    }
+  }
+  return s;
+}
+
+void restore_snapshot(const Snapshot& s, torch::nn::Module& module,
+                      torch::optim::AdamW& optimizer) {
+  torch::NoGradGuard no_grad;
+  auto tensors = module_tensors(module);
+  TORCH_CHECK(tensors.size() == s.module_tensors.size(), "snapshot of another module");
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(s.module_tensors[i]);
+
+  auto& states = optimizer.state();
+  size_t index = 0;
+  auto& groups = optimizer.param_groups();
+  TORCH_CHECK(groups.size() == s.group_lr.size(), "snapshot of another optimizer");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(s.group_lr[g]);
+    for (const auto& p : groups[g].params()) {
+      TORCH_CHECK(index < s.optimizer.size(), "snapshot of another optimizer");
+      const auto& saved = s.optimizer[index++];
+      const auto key = state_key<StateMap>(p);
+      if (!saved) {
+        states.erase(key);
+        continue;
+      }
+      auto restored = std::make_unique<torch::optim::AdamWParamState>();
+      restored->step(saved->step);
+      restored->exp_avg(clone_or_undefined(saved->exp_avg));
+      restored->exp_avg_sq(clone_or_undefined(saved->exp_avg_sq));
+      restored->max_exp_avg_sq(clone_or_undefined(saved->max_exp_avg_sq));
+      states[key] = std::move(restored);
+    }
+  }
+}
+
+}  // namespace titan

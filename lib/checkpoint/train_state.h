@@ -1,0 +1,34 @@
+// TrainState: everything besides the model and optimizer tensors that the next training step
+// depends on, in one plain struct with a versioned binary encoding.
+//
+// With the model's parameters and buffers and the optimizer's state, a TrainState is sufficient
+// to continue a run bitwise (test_train_state proves it through Trainer::snapshot/restore). The LR
+// schedule is a pure function of the config and `step`, so it needs nothing of its own here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/loader.h"
+#include "determinism/rng_state.h"
+
+namespace titan {
+
+struct TrainState {
+  int64_t step = 0;         // optimizer steps completed (the next step is step + 1)
+  int64_t tokens_seen = 0;  // over all ranks, up to and including `step`
+  LoaderState loader;       // this rank's data position
+  RngState rng;             // global generators (CPU, every CUDA device)
+
+  bool operator==(const TrainState& other) const;
+  bool operator!=(const TrainState& other) const { return !(*this == other); }
+};
+
+// "TITNSTAT", a format version, then the fields, little-endian.
+std::string encode_train_state(const TrainState& state);
+
+// Inverse of encode_train_state. Throws RuntimeFailure naming `source` (a file name, for messages)
+// for a wrong magic number, an unknown version, or truncated or trailing bytes.
+TrainState decode_train_state(const std::string& bytes, const std::string& source);
+
+}  // namespace titan

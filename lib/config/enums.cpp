@@ -1,0 +1,25 @@
+#include "config/enums.h"
+
+namespace titan {
+
+// Each list is in the enum's declaration order (test_config checks the round trip).
+#define TITAN_ENUM_NAMES(E, ...)                              \
+  template <>                                                 \
+  const std::vector<std::string>& enum_names<E>() {           \
+    static const std::vector<std::string> names{__VA_ARGS__}; \
+    return names;                                             \
+  }
+
+TITAN_ENUM_NAMES(Flavor, "tiny", "debugmodel", "1B", "8B", "70B", "405B")
+TITAN_ENUM_NAMES(DatasetKind, "synthetic", "text", "jsonl", "tokens")
+TITAN_ENUM_NAMES(TokenDtype, "uint16", "uint32")
+TITAN_ENUM_NAMES(DeviceChoice, "auto", "cpu", "cuda")
+TITAN_ENUM_NAMES(MixedPrecision, "bfloat16", "float32")
+TITAN_ENUM_NAMES(DecayType, "linear", "sqrt", "cosine")
+TITAN_ENUM_NAMES(ExportDtype, "float32", "bfloat16")
+TITAN_ENUM_NAMES(AcMode, "none", "full", "selective")
+TITAN_ENUM_NAMES(RecomputeCheck, "default", "bitwise", "none")
+
+#undef TITAN_ENUM_NAMES
+
+}  // namespace titan

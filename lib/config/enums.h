@@ -1,0 +1,68 @@
+// The closed sets of values a config key can take, parsed once at the config boundary.
+//
+// Each enum's values are numbered 0..n-1 in declaration order, and enum_names<E>() spells them
+// as TOML and the command line do, in the same order. Consumers switch over the enums with no
+// default branch, so a new value is a compile error (-Wswitch) wherever it is not handled.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace titan {
+
+enum class Flavor { kTiny, kDebugModel, k1B, k8B, k70B, k405B };
+enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens };
+enum class TokenDtype { kUint16, kUint32 };
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+enum class MixedPrecision { kBfloat16, kFloat32 };
+enum class DecayType { kLinear, kSqrt, kCosine };
+enum class ExportDtype { kFloat32, kBfloat16 };
+enum class AcMode { kNone, kFull, kSelective };
+// [activation_checkpoint] determinism_check: what the recompute checker compares.
+enum class RecomputeCheck {
+  kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
+  kBitwise,  // also every top-level op output's bits (checksums) and the block output's
+  kNone,     // no comparison
+};
+
+// The spellings of E's values, indexed by value. Specialized for each enum above.
+template <class E>
+const std::vector<std::string>& enum_names();
+
+template <class E>
+std::string to_string(E value) {
+  return enum_names<E>().at(static_cast<size_t>(value));
+}
+
+// The value spelled `text` (exact match), or nullopt.
+template <class E>
+std::optional<E> parse_enum(const std::string& text) {
+  const auto& names = enum_names<E>();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+
+template <>
+const std::vector<std::string>& enum_names<Flavor>();
+template <>
+const std::vector<std::string>& enum_names<DatasetKind>();
+template <>
+const std::vector<std::string>& enum_names<TokenDtype>();
+template <>
+const std::vector<std::string>& enum_names<DeviceChoice>();
+template <>
+const std::vector<std::string>& enum_names<MixedPrecision>();
+template <>
+const std::vector<std::string>& enum_names<DecayType>();
+template <>
+const std::vector<std::string>& enum_names<ExportDtype>();
+template <>
+const std::vector<std::string>& enum_names<AcMode>();
+template <>
+const std::vector<std::string>& enum_names<RecomputeCheck>();
+
+}  // namespace titan
