@@ -47,8 +47,8 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.log = &log;
   c.world = world_from_environment();
   c.process_group = make_process_group(c.world);
-  c.determinism = make_deterministic(c.config, c.process_group->rank(),
-                                     c.process_group->size(), log);
+  c.determinism =
+      make_deterministic(c.config, c.process_group->rank(), c.process_group->size(), log);
   c.config.debug.seed = static_cast<int64_t>(c.determinism.seed);  // config.toml repeats the run
   c.device = resolve_device(c.config.training.device);
   if (options.measure_peak_flops) c.peak_flops = peak_flops(c.device);

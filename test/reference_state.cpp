@@ -1,8 +1,8 @@
 #include "reference_state.h"
 
 #include <cstring>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
 #include "util/files.h"

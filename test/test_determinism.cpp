@@ -137,8 +137,7 @@ TEST_CASE("determinism: a set seed is applied, an unset one is drawn, multi-proc
   auto drawn = make_deterministic(c, 0, 1, log);
   CHECK(drawn.seed_was_drawn);
   CHECK(drawn.seed < (1ull << 62));
-  CHECK_THROWS_WITH(make_deterministic(c, 1, 2, log),
-                    Catch::Contains("needs an explicit seed"));
+  CHECK_THROWS_WITH(make_deterministic(c, 1, 2, log), Catch::Contains("needs an explicit seed"));
 }
 
 TEST_CASE("determinism: the start block lists every setting, tagged", "[determinism]") {

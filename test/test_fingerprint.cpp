@@ -9,8 +9,8 @@
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "metrics/fingerprint.h"
-#include "util/hash.h"
 #include "test_util.h"
+#include "util/hash.h"
 
 using namespace titan;
 

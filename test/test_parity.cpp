@@ -7,7 +7,8 @@
 // values agree to a few float32 ulps scaled by the depth of the computation, not bitwise:
 //   logits, loss:     max |diff| <= 1e-5 x max |reference|
 //   gradients:        max |diff| <= 1e-5 x max |reference| per tensor
-//   10-step losses:   relative 1e-5; grad norms relative 1e-5; LRs exact after rounding to float32 (the file stores float32)
+//   10-step losses:   relative 1e-5; grad norms relative 1e-5; LRs exact after rounding to float32
+//   (the file stores float32)
 // Measured (libtorch 1.13 vs PyTorch 1.13, CPU): worst gradient 1.9e-7 relative
 // (layers.0.ffn_norm.weight); the 10 step losses equal the stored float32 values. Run the test
 // with -s to see the figures.
@@ -85,7 +86,7 @@ Transformer reference_model(const ReferenceState& ref, const std::string& ac_mod
   for (auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
   REQUIRE(loaded == in_file);
   auto wrapped = ac::apply_activation_checkpointing(model, ac_mode(ac_mode_name),
-                                                   std::make_shared<ac::CheckpointContext>());
+                                                    std::make_shared<ac::CheckpointContext>());
   // The reference has 2 layers: full wraps both, selective 2 the second, none neither.
   const std::map<std::string, std::vector<std::string>> expected = {
       {"none", {}}, {"full", {"layers.0", "layers.1"}}, {"selective", {"layers.1"}}};

@@ -126,7 +126,8 @@ TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl"
   auto again =
       test::run_titan("--config " + dir + "/config.toml --job.dump_folder " + dir + "/again");
   REQUIRE(again.exit_code == 0);
-  CHECK(test::read_text(dir + "/again/fingerprint.log") == test::read_text(dir + "/fingerprint.log"));
+  CHECK(test::read_text(dir + "/again/fingerprint.log") ==
+        test::read_text(dir + "/fingerprint.log"));
 }
 
 TEST_CASE("train: a non-finite loss stops the run with exit 1 naming the step", "[train][cli]") {

@@ -22,9 +22,9 @@ struct AdamWParamSnapshot {
 
 struct Snapshot {
   TrainState state;
-  std::vector<at::Tensor> module_tensors;                      // parameters, then buffers
-  std::vector<std::optional<AdamWParamSnapshot>> optimizer;    // per parameter; none before step 1
-  std::vector<double> group_lr;                                // per parameter group
+  std::vector<at::Tensor> module_tensors;                    // parameters, then buffers
+  std::vector<std::optional<AdamWParamSnapshot>> optimizer;  // per parameter; none before step 1
+  std::vector<double> group_lr;                              // per parameter group
 };
 
 // Copies (clones) of the current values. Requires: `optimizer` holds `module`'s parameters.

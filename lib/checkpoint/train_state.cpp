@@ -54,7 +54,8 @@ class Reader {
     return t;
   }
   void expect_end() {
-    if (at_ != bytes_.size()) fail(fmt::format("{} unexpected bytes at the end", bytes_.size() - at_));
+    if (at_ != bytes_.size())
+      fail(fmt::format("{} unexpected bytes at the end", bytes_.size() - at_));
   }
   [[noreturn]] void fail(const std::string& what) {
     throw RuntimeFailure(fmt::format("{}: not a valid train state: {}", source_, what),
@@ -77,8 +78,7 @@ class Reader {
 }  // namespace
 
 bool TrainState::operator==(const TrainState& o) const {
-  return step == o.step && tokens_seen == o.tokens_seen && loader == o.loader &&
-         rng == o.rng;
+  return step == o.step && tokens_seen == o.tokens_seen && loader == o.loader && rng == o.rng;
 }
 
 std::string encode_train_state(const TrainState& s) {

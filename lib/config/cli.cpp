@@ -155,10 +155,10 @@ CliRequest parse_command_line(const std::vector<std::string>& args) {
     } else if (contains(kConfigFileFlags, key)) {
       refuse_flag_as_value(key, kv.value(), fields);
       if (!request.config_file.empty()) {
-        throw ConfigError("command line",
-                          fmt::format("--{} given twice ({} and {})", key, request.config_file,
-                                      kv.value()),
-                          "give one config file; override single keys with --section.key value");
+        throw ConfigError(
+            "command line",
+            fmt::format("--{} given twice ({} and {})", key, request.config_file, kv.value()),
+            "give one config file; override single keys with --section.key value");
       }
       if (kv.value().empty()) {
         throw ConfigError("command line", fmt::format("--{} is empty", key),

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -52,8 +52,8 @@ bool parse_double(const std::string& text, double& out) {
   return true;
 }
 
-
-[[noreturn]] void refuse_choice(const FieldSpec& spec, const std::string& value, const std::string& at) {
+[[noreturn]] void refuse_choice(const FieldSpec& spec, const std::string& value,
+                                const std::string& at) {
   std::string guess = closest_match(value, spec.choices);
   throw ConfigError(at,
                     fmt::format("{}: \"{}\" is not allowed; allowed values: {}", spec.name(), value,

@@ -103,17 +103,17 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("training", "steps", &t.steps, "Optimizer steps to train"), 1),
       above(field("training", "max_norm", &t.max_norm, "Gradient clipping: max total L2 norm"), 0),
       enum_field("training", "dataset", &t.dataset,
-                         "Data source: synthetic (built in, generated from the seed), text (.txt "
-                         "file or folder), jsonl (one {\"text\": ...} object per line), tokens "
-                         "(pre-tokenized .bin shards)"),
+                 "Data source: synthetic (built in, generated from the seed), text (.txt "
+                 "file or folder), jsonl (one {\"text\": ...} object per line), tokens "
+                 "(pre-tokenized .bin shards)"),
       field("training", "dataset_path", &t.dataset_path,
             "File or folder for the text, jsonl and tokens datasets"),
       enum_field("training", "dataset_token_dtype", &t.dataset_token_dtype,
-                         "Token width of headerless .bin shards (llm.c headers override it)"),
+                 "Token width of headerless .bin shards (llm.c headers override it)"),
       not_hashed(enum_field("training", "device", &t.device,
-                                    "Where to train: auto picks cuda when available, else cpu")),
+                            "Where to train: auto picks cuda when available, else cpu")),
       enum_field("training", "mixed_precision_param", &t.mixed_precision_param,
-                         "Autocast dtype on CUDA (CPU always trains in float32)"),
+                 "Autocast dtype on CUDA (CPU always trains in float32)"),
       not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
                                 "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"),
                           0)),
@@ -154,20 +154,20 @@ std::vector<FieldSpec> config_fields(Config& c) {
       field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
             "The final save holds the model weights only"),
       enum_field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
-                         "dtype of a model-only final save"),
+                 "dtype of a model-only final save"),
       at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
                      "Step to resume from; -1 means the latest"),
                -1),
 
       enum_field("activation_checkpoint", "mode", &ac.mode,
-                         "Activation checkpointing of transformer blocks"),
+                 "Activation checkpointing of transformer blocks"),
       field("activation_checkpoint", "selective_ac_option", &ac.selective_ac_option,
             "For selective mode: N checkpoints every Nth block"),
       field("activation_checkpoint", "preserve_rng_state", &ac.preserve_rng_state,
             "Replay the forward's RNG state during recompute"),
       enum_field("activation_checkpoint", "determinism_check", &ac.determinism_check,
-                         "Compare recomputation with the forward: default (op metadata), bitwise "
-                         "(also values), none"),
+                 "Compare recomputation with the forward: default (op metadata), bitwise "
+                 "(also values), none"),
       field("activation_checkpoint", "debug", &ac.debug,
             "On a recompute mismatch, print and save both op traces"),
 

@@ -78,10 +78,10 @@ int64_t ac_block_period(const ActivationCheckpointConfig& ac) {
                       "use a positive integer N to checkpoint every Nth block, or mode = \"full\"");
   }
   if (auto period = parse_period(ac.selective_ac_option)) return *period;
-  throw ConfigError("activation_checkpoint.selective_ac_option",
-                    fmt::format("\"{}\" is not a positive integer (1 to 999999)",
-                                ac.selective_ac_option),
-                    "write selective_ac_option = \"2\" to checkpoint every 2nd block");
+  throw ConfigError(
+      "activation_checkpoint.selective_ac_option",
+      fmt::format("\"{}\" is not a positive integer (1 to 999999)", ac.selective_ac_option),
+      "write selective_ac_option = \"2\" to checkpoint every 2nd block");
 }
 
 void validate(const Config& config) {

@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
 #include "data/synthetic_text.h"
@@ -173,8 +173,7 @@ void append_tokens(const std::string& bytes, size_t offset, std::vector<int32_t>
   }
 }
 
-void read_shard(const std::string& file, TokenDtype default_dtype,
-                std::vector<int32_t>& out) {
+void read_shard(const std::string& file, TokenDtype default_dtype, std::vector<int32_t>& out) {
   std::string bytes = read_data_file(file);
   int32_t header[3] = {0, 0, 0};
   if (bytes.size() >= kLlmcHeaderBytes) std::memcpy(header, bytes.data(), sizeof(header));

@@ -1,6 +1,5 @@
 #include "model/model_args.h"
 
-
 namespace titan {
 
 int64_t ModelArgs::ffn_hidden_dim() const {

@@ -36,13 +36,12 @@ void check_model_fits(const ModelArgs& args, Flavor flavor, const c10::Device& d
   const double needed = 16.0 * static_cast<double>(args.num_params());
   const double available = device_memory_bytes(device);
   if (available > 0 && needed > available) {
-    throw ConfigError(
-        "model.flavor",
-        fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
-                    "state; {} has {:.1f} GiB",
-                    to_string(flavor), needed / (1 << 30), device_name(device),
-                    available / (1 << 30)),
-        "pick a smaller flavor (debugmodel runs anywhere)");
+    throw ConfigError("model.flavor",
+                      fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
+                                  "state; {} has {:.1f} GiB",
+                                  to_string(flavor), needed / (1 << 30), device_name(device),
+                                  available / (1 << 30)),
+                      "pick a smaller flavor (debugmodel runs anywhere)");
   }
 }
 
@@ -94,10 +93,9 @@ void Trainer::log_start() const {
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config_.model.name,
                      to_string(config_.model.flavor), with_thousands(args_.num_params()),
                      with_thousands(args_.num_params() - args_.num_embedding_params()));
-  log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n",
-                     device_name(ctx_.device), d.cpu_threads,
-                     step_options_.autocast_bf16 ? "bf16 autocast" : "float32", d.seed,
-                     d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
+                     d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
+                     d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
   log << format_determinism_block(
       d, fmt::format("{} {}", ctx_.device.str(), hardware_name(ctx_.device)));
   log << fmt::format("[titan] data: {}\n", source_->describe());

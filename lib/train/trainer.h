@@ -56,7 +56,6 @@ class Trainer {
   void restore(const Snapshot& snapshot);
 
   Transformer& model() { return model_; }
-  const std::vector<std::string>& checkpointed_blocks() const { return checkpointed_blocks_; }
 
  private:
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
