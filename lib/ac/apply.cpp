@@ -1,14 +1,22 @@
 #include "ac/apply.h"
 
+#include "config/loader.h"
+#include "util/error.h"
+
 namespace titan {
 
 std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
                                          int64_t n_layers) {
   std::vector<int64_t> layers;
-  const int64_t every = config.mode == "full" ? 1 : std::stoll(config.selective_ac_option);
-  if (config.mode == "none") return layers;
+  if (config.mode == "none") return layers;  // the option is ignored, and may not be a number
+  const auto every = config.mode == "full" ? std::optional<int64_t>(1)
+                                           : selective_ac_every(config.selective_ac_option);
+  if (!every) {  // validate() refuses this first; kept for callers that skip it
+    throw ConfigError("activation_checkpoint.selective_ac_option",
+                      "\"" + config.selective_ac_option + "\" is not a positive integer");
+  }
   for (int64_t i = 0; i < n_layers; ++i) {
-    if ((i + 1) % every == 0) layers.push_back(i);
+    if ((i + 1) % *every == 0) layers.push_back(i);
   }
   return layers;
 }

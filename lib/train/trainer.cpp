@@ -12,6 +12,7 @@
 #include "ac/apply.h"
 #include "config/loader.h"
 #include "metrics/device_stats.h"
+#include "train/memory_check.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -25,21 +26,6 @@ ModelArgs model_args_for(const Config& config) {
   args.max_seq_len = config.training.seq_len;
   args.dropout = config.model.dropout;
   return args;
-}
-
-// Weights, gradients and AdamW's two moments: 16 bytes per fp32 parameter before activations.
-// Refusing up front beats a bad_alloc (or the OOM killer) minutes into building the model.
-void check_model_fits(const ModelArgs& args, const std::string& flavor, const c10::Device& device) {
-  const double needed = 16.0 * static_cast<double>(args.num_params());
-  const double available = device_memory_bytes(device);
-  if (available > 0 && needed > available) {
-    throw ConfigError(
-        "model.flavor",
-        fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
-                    "state; {} has {:.1f} GiB",
-                    flavor, needed / (1 << 30), device_name(device), available / (1 << 30)),
-        "pick a smaller flavor (debugmodel runs anywhere)");
-  }
 }
 
 void prepare_dump_folder(const std::string& folder) {
@@ -86,7 +72,7 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   grad_accum_steps_ = global / (t.local_batch_size * data_parallel);
   autocast_bf16_ = device_.is_cuda() && t.mixed_precision_param == "bfloat16";
 
-  check_model_fits(args_, config_.model.flavor, device_);
+  check_memory(args_, config_, grad_accum_steps_, device_);
   source_ = make_token_source(t, determinism_.seed, t.seq_len + 1, args_.vocab_size);
   loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len, world_.rank,
                                          world_.world_size);
@@ -127,6 +113,7 @@ void Trainer::log_start() const {
                       determinism_.cpu_threads, autocast_bf16_ ? "bf16 autocast" : "float32",
                       determinism_.seed,
                       determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  for (const auto& warning : config_warnings(config_)) log_ << "[titan] warning: " << warning << "\n";
   log_ << format_determinism_block(determinism_,
                                    fmt::format("{} {}", device_.str(), hardware_name(device_)));
   log_ << fmt::format("[titan] data: {}\n", source_->describe());
