@@ -21,7 +21,8 @@ size_t pick(Rng& rng, size_t n) { return std::uniform_int_distribution<size_t>(0
 std::string printable(const std::string& line) {
   std::string out;
   for (unsigned char c : line.substr(0, 300)) {
-    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+    out +=
+        c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
   }
   return out + (line.size() > 300 ? "..." : "");
 }
@@ -67,10 +68,18 @@ void random_string(Rng& rng, std::string& json, std::string& decoded) {
   for (size_t n = pick(rng, 12); n > 0; --n) {
     uint32_t cp;
     switch (pick(rng, 4)) {
-      case 0: cp = 0x20 + static_cast<uint32_t>(pick(rng, 95)); break;  // ASCII
-      case 1: cp = static_cast<uint32_t>(pick(rng, 0x20)); break;        // control: escaped
-      case 2: cp = 0x80 + static_cast<uint32_t>(pick(rng, 0xD800 - 0x80)); break;
-      default: cp = 0x10000 + static_cast<uint32_t>(pick(rng, 0x100000)); break;  // astral
+      case 0:
+        cp = 0x20 + static_cast<uint32_t>(pick(rng, 95));
+        break;  // ASCII
+      case 1:
+        cp = static_cast<uint32_t>(pick(rng, 0x20));
+        break;  // control: escaped
+      case 2:
+        cp = 0x80 + static_cast<uint32_t>(pick(rng, 0xD800 - 0x80));
+        break;
+      default:
+        cp = 0x10000 + static_cast<uint32_t>(pick(rng, 0x100000));
+        break;  // astral
     }
     append_utf8(decoded, cp);
     if (cp == '"' || cp == '\\') {
@@ -94,13 +103,19 @@ void random_string(Rng& rng, std::string& json, std::string& decoded) {
 std::string random_value(Rng& rng, int depth) {
   std::string out, ignored;
   switch (depth > 4 ? pick(rng, 4) : pick(rng, 6)) {
-    case 0: random_string(rng, out, ignored); return out;
-    case 1: return std::vector<std::string>{"0", "-12", "3.25", "1e9", "-0.5E-3", "42"}[pick(rng, 6)];
-    case 2: return std::vector<std::string>{"true", "false", "null"}[pick(rng, 3)];
-    case 3: return "[]";
+    case 0:
+      random_string(rng, out, ignored);
+      return out;
+    case 1:
+      return std::vector<std::string>{"0", "-12", "3.25", "1e9", "-0.5E-3", "42"}[pick(rng, 6)];
+    case 2:
+      return std::vector<std::string>{"true", "false", "null"}[pick(rng, 3)];
+    case 3:
+      return "[]";
     case 4: {
       out = "[";
-      for (size_t n = 1 + pick(rng, 3); n > 0; --n) out += random_value(rng, depth + 1) + (n > 1 ? ", " : "");
+      for (size_t n = 1 + pick(rng, 3); n > 0; --n)
+        out += random_value(rng, depth + 1) + (n > 1 ? ", " : "");
       return out + "]";
     }
     default: {
@@ -131,17 +146,45 @@ std::string random_object(Rng& rng, std::string& text) {
 }
 
 std::string mutate(Rng& rng, std::string line) {
-  static const std::string kTokens[] = {"{", "}", "[", "]", "\"", ":", ",", "\\", "\\u", "\\uD800",
-                                        "\\uDC00", "e", "-", ".", "0", "null", "tru", "\xEF\xBB\xBF",
-                                        std::string(1, '\0'), "\xff", std::string(3000, '[')};
+  static const std::string kTokens[] = {"{",
+                                        "}",
+                                        "[",
+                                        "]",
+                                        "\"",
+                                        ":",
+                                        ",",
+                                        "\\",
+                                        "\\u",
+                                        "\\uD800",
+                                        "\\uDC00",
+                                        "e",
+                                        "-",
+                                        ".",
+                                        "0",
+                                        "null",
+                                        "tru",
+                                        "\xEF\xBB\xBF",
+                                        std::string(1, '\0'),
+                                        "\xff",
+                                        std::string(3000, '[')};
   for (size_t edits = 1 + pick(rng, 3); edits > 0; --edits) {
     size_t at = line.empty() ? 0 : pick(rng, line.size() + 1);
     switch (pick(rng, 5)) {
-      case 0: if (at < line.size()) line.erase(at, 1 + pick(rng, 4)); break;
-      case 1: line.insert(at, kTokens[pick(rng, std::size(kTokens))]); break;
-      case 2: if (at < line.size()) line[at] = static_cast<char>(pick(rng, 256)); break;
-      case 3: line = line.substr(0, at); break;  // truncated
-      default: if (at < line.size()) line.insert(at, line.substr(at, pick(rng, 8))); break;
+      case 0:
+        if (at < line.size()) line.erase(at, 1 + pick(rng, 4));
+        break;
+      case 1:
+        line.insert(at, kTokens[pick(rng, std::size(kTokens))]);
+        break;
+      case 2:
+        if (at < line.size()) line[at] = static_cast<char>(pick(rng, 256));
+        break;
+      case 3:
+        line = line.substr(0, at);
+        break;  // truncated
+      default:
+        if (at < line.size()) line.insert(at, line.substr(at, pick(rng, 8)));
+        break;
     }
   }
   return line;
@@ -151,7 +194,8 @@ std::string random_bytes(Rng& rng) {
   static const std::string kAlphabet = "{}[]\":,\\ u0123456789abcdefABCDEF-+.eEtrulsn\t";
   std::string line;
   for (size_t n = pick(rng, 80); n > 0; --n) {
-    line += pick(rng, 8) ? kAlphabet[pick(rng, kAlphabet.size())] : static_cast<char>(pick(rng, 256));
+    line +=
+        pick(rng, 8) ? kAlphabet[pick(rng, kAlphabet.size())] : static_cast<char>(pick(rng, 256));
   }
   return line;
 }
@@ -182,12 +226,11 @@ TEST_CASE("json fuzz: random and mutated lines never crash and fail only with a 
   // Deep nesting, closed and not, in both kinds of brackets.
   for (size_t depth : {1000u, 100000u}) {
     for (auto [o, c] : {std::pair<char, char>{'[', ']'}, std::pair<char, char>{'{', '}'}}) {
-      std::string nested = o == '[' ? std::string(depth, '[') + std::string(depth, ']')
-                                    : [&] {
-                                        std::string s;
-                                        for (size_t k = 0; k < depth; ++k) s += "{\"a\":";
-                                        return s + "1" + std::string(depth, '}');
-                                      }();
+      std::string nested = o == '[' ? std::string(depth, '[') + std::string(depth, ']') : [&] {
+        std::string s;
+        for (size_t k = 0; k < depth; ++k) s += "{\"a\":";
+        return s + "1" + std::string(depth, '}');
+      }();
       CHECK(parses("{\"x\": " + nested + ", \"text\": \"t\"}"));
       CHECK_FALSE(parses("{\"x\": " + nested.substr(0, nested.size() - 1) + ", \"text\": \"t\"}"));
       ++total;
@@ -203,11 +246,11 @@ TEST_CASE("json fuzz: random and mutated lines never crash and fail only with a 
 
 TEST_CASE("json: strict grammar for values that are skipped", "[data]") {
   CHECK(parses(R"({"a": [1, -2.5e+3, true, false, null, {"b": {}}], "text": "x"})"));
-  for (const char* bad : {R"({"a": tru, "text": "x"})", R"({"a": 01, "text": "x"})",
-                          R"({"a": 1., "text": "x"})", R"({"a": [1,], "text": "x"})",
-                          R"({"a": {"b" 1}, "text": "x"})", R"({"a": -, "text": "x"})",
-                          R"({"a": xyz, "text": "x"})", R"({"text": "x", "text": "y"})",
-                          R"({"text": "\uD800x"})", R"({"text": "x"} tail)"}) {
+  for (const char* bad :
+       {R"({"a": tru, "text": "x"})", R"({"a": 01, "text": "x"})", R"({"a": 1., "text": "x"})",
+        R"({"a": [1,], "text": "x"})", R"({"a": {"b" 1}, "text": "x"})", R"({"a": -, "text": "x"})",
+        R"({"a": xyz, "text": "x"})", R"({"text": "x", "text": "y"})", R"({"text": "\uD800x"})",
+        R"({"text": "x"} tail)"}) {
     INFO(bad);
     CHECK_FALSE(parses(bad));
   }

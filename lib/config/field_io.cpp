@@ -48,12 +48,14 @@ std::string bound_number(const FieldSpec& spec, double bound) {
 }
 
 std::string bound_text(const FieldSpec& spec) {
-  std::string lower = spec.min ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=",
-                                             bound_number(spec, *spec.min))
-                               : "";
-  std::string upper = spec.max ? fmt::format("{} {}", spec.max_exclusive ? "<" : "<=",
-                                             bound_number(spec, *spec.max))
-                               : "";
+  std::string lower =
+      spec.min
+          ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=", bound_number(spec, *spec.min))
+          : "";
+  std::string upper =
+      spec.max
+          ? fmt::format("{} {}", spec.max_exclusive ? "<" : "<=", bound_number(spec, *spec.max))
+          : "";
   if (!lower.empty() && !upper.empty()) return lower + " and " + upper;
   return lower + upper;
 }
@@ -112,11 +114,11 @@ void check_field_value(const FieldSpec& spec, const std::string& at) {
   auto value = numeric_value(spec);
   if (!value) return;
   if (!std::isfinite(*value)) {
-    throw ConfigError(at,
-                      fmt::format("{} = {} is not a finite number{}", spec.name(),
-                                  spec.value_as_toml(),
-                                  bound_text(spec).empty() ? "" : "; it must be " + bound_text(spec)),
-                      default_hint(spec));
+    throw ConfigError(
+        at,
+        fmt::format("{} = {} is not a finite number{}", spec.name(), spec.value_as_toml(),
+                    bound_text(spec).empty() ? "" : "; it must be " + bound_text(spec)),
+        default_hint(spec));
   }
   bool too_low = spec.min && (spec.min_exclusive ? *value <= *spec.min : *value < *spec.min);
   bool too_high = spec.max && (spec.max_exclusive ? *value >= *spec.max : *value > *spec.max);
@@ -148,10 +150,10 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
     if (ok) **p = v;
   }
   if (!ok && is_integer_field(spec) && is_integer_text(text)) {  // well-formed, beyond int64
-    throw ConfigError(at,
-                      fmt::format("{} = {} is out of range: it must be {}", spec.name(), text,
-                                  bound_text(spec)),
-                      default_hint(spec));
+    throw ConfigError(
+        at,
+        fmt::format("{} = {} is out of range: it must be {}", spec.name(), text, bound_text(spec)),
+        default_hint(spec));
   }
   if (!ok) {
     throw ConfigError(

@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeqLen = int64_t{1} << 20;           // 1,048,576 tokens
 constexpr int64_t kMaxLocalBatchSize = int64_t{1} << 20;   // 1,048,576 sequences
 constexpr int64_t kMaxGlobalBatchSize = int64_t{1} << 30;  // 1,073,741,824 sequences
 constexpr int64_t kMaxTokensPerStep = int64_t{1} << 34;    // 17,179,869,184 tokens
-constexpr int64_t kMaxSteps = 100'000'000;  // also bounds every key counted in steps
+constexpr int64_t kMaxSteps = 100'000'000;                 // also bounds every key counted in steps
 // CPU threads: a fixed cap (OpenMP and OpenBLAS take an int; no machine has more hardware
 // threads), and at run time at most kThreadsPerCore x the cores the process may use, but never
 // less than kMinThreadCap so a run can repeat a bigger machine's thread count (fingerprint.log

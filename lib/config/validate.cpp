@@ -107,10 +107,10 @@ std::vector<std::string> config_warnings(const Config& config) {
   std::vector<std::string> warnings;
   const TrainingConfig& t = config.training;
   if (t.dataset == "synthetic" && !t.dataset_path.empty()) {
-    warnings.push_back(fmt::format(
-        "{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
-        "training.dataset to text, jsonl or tokens to read it",
-        where(config, "training.dataset_path"), t.dataset_path));
+    warnings.push_back(
+        fmt::format("{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
+                    "training.dataset to text, jsonl or tokens to read it",
+                    where(config, "training.dataset_path"), t.dataset_path));
   }
   return warnings;
 }

@@ -156,7 +156,8 @@ class JsonCursor {
       }
       default:
         i_ -= 2;  // point at the backslash
-        fail("bad escape \\" + std::string(1, e) + " (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+        fail("bad escape \\" + std::string(1, e) +
+             " (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
     }
     if (out) *out += decoded;
   }

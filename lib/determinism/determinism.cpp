@@ -8,8 +8,8 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <ostream>
 #include <random>
@@ -125,12 +125,12 @@ void check_cpu_threads(const Config& config) {
   const int64_t cores = available_cores();
   const int64_t cap = std::max(limits::kMinThreadCap, limits::kThreadsPerCore * cores);
   if (threads <= cap) return;
-  throw ConfigError("training.cpu_threads",
-                    fmt::format("{} is more than this machine allows: it must be <= {} ({} x the {} "
-                                "cores this process may use, and at least {})",
-                                threads, cap, limits::kThreadsPerCore, cores,
-                                limits::kMinThreadCap),
-                    "set cpu_threads = 0 for one thread per core");
+  throw ConfigError(
+      "training.cpu_threads",
+      fmt::format("{} is more than this machine allows: it must be <= {} ({} x the {} "
+                  "cores this process may use, and at least {})",
+                  threads, cap, limits::kThreadsPerCore, cores, limits::kMinThreadCap),
+      "set cpu_threads = 0 for one thread per core");
 }
 
 }  // namespace

@@ -36,11 +36,10 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
   const std::string limit = fmt::format("{} has {}", device_memory_source(device), gib(available));
   if (available <= 0) return;  // unknown: nothing to compare against
   if (e.model_state > available) {
-    throw ConfigError(
-        "model.flavor",
-        fmt::format("{} needs at least {} for weights, gradients and AdamW state; {}",
-                    config.model.flavor, gib(e.model_state), limit),
-        "pick a smaller flavor (debugmodel runs anywhere)");
+    throw ConfigError("model.flavor",
+                      fmt::format("{} needs at least {} for weights, gradients and AdamW state; {}",
+                                  config.model.flavor, gib(e.model_state), limit),
+                      "pick a smaller flavor (debugmodel runs anywhere)");
   }
   // On CUDA the batches are built in host memory; everything else lives on the GPU.
   const double host_side = e.batches + e.per_step;
@@ -58,9 +57,9 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
       fmt::format("the run needs at least {}, more than the limit: {} ({} for the model state, {} "
                   "for the activations of {} x {} tokens per micro-batch, {} for the tokens of "
                   "{} micro-batches per step)",
-                  gib(host_short ? host_side : on_device), shown_limit,
-                  gib(e.model_state), gib(e.activations), t.local_batch_size, t.seq_len,
-                  gib(e.batches), grad_accum_steps),
+                  gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
+                  gib(e.activations), t.local_batch_size, t.seq_len, gib(e.batches),
+                  grad_accum_steps),
       batches_dominate ? "lower training.global_batch_size"
                        : "lower training.seq_len or training.local_batch_size (a larger "
                          "global_batch_size accumulates gradients without more activation memory)");

@@ -113,7 +113,8 @@ void Trainer::log_start() const {
                       determinism_.cpu_threads, autocast_bf16_ ? "bf16 autocast" : "float32",
                       determinism_.seed,
                       determinism_.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
-  for (const auto& warning : config_warnings(config_)) log_ << "[titan] warning: " << warning << "\n";
+  for (const auto& warning : config_warnings(config_))
+    log_ << "[titan] warning: " << warning << "\n";
   log_ << format_determinism_block(determinism_,
                                    fmt::format("{} {}", device_.str(), hardware_name(device_)));
   log_ << fmt::format("[titan] data: {}\n", source_->describe());

@@ -71,9 +71,9 @@ std::optional<MemoryLimit> cgroup_memory_limit(const std::string& proc_self_cgro
 }
 
 MemoryLimit process_memory_limit() {
-  MemoryLimit ram{static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                      static_cast<double>(sysconf(_SC_PAGE_SIZE)),
-                  "host RAM"};
+  MemoryLimit ram{
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)),
+      "host RAM"};
   std::ifstream in("/proc/self/cgroup");
   std::stringstream text;
   text << in.rdbuf();
