@@ -58,6 +58,7 @@ RunContext build_run_context(const Config& config, std::ostream& log,
 void open_output_sinks(RunContext& c) {
   const std::string& folder = c.config.job.dump_folder;
   create_dump_folder(folder);
+  c.dump_folder_lock = std::make_unique<RunLock>(folder);
   write_file_atomically(folder + "/config.toml", to_toml(c.config));
   c.metrics = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl");
   FingerprintHeader header{c.device.is_cuda() ? "cuda" : "cpu", hardware_name(c.device),

@@ -25,9 +25,10 @@ struct RunContextOptions {
 RunContext build_run_context(const Config& config, std::ostream& log,
                              const RunContextOptions& options = {});
 
-// Step 5: creates the dump folder and writes config.toml, then opens (truncating) metrics.jsonl
-// and fingerprint.log with its header. Throws ConfigError when the folder cannot be created and
-// RuntimeFailure when a file cannot be written.
+// Step 5: creates the dump folder and locks it (a second run into it is refused), writes
+// config.toml, then opens (truncating: an earlier run's outputs there are replaced) metrics.jsonl
+// and fingerprint.log with its header. Throws ConfigError when the folder cannot be created or is
+// locked, RuntimeFailure when a file cannot be written.
 void open_output_sinks(RunContext& context);
 
 // "auto" -> cuda when available, else cpu. Throws ConfigError for "cuda" without CUDA.

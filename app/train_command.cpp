@@ -10,6 +10,7 @@
 #include "config/loader.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/stop_signal.h"
 
 namespace titan {
 
@@ -29,6 +30,7 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
     case CliAction::kTrain:
       break;
   }
+  install_stop_signal_handlers();
   RunContext context = build_run_context(request.config, out);
   Trainer trainer(context);
   open_output_sinks(context);

@@ -221,7 +221,7 @@ TEST_CASE("cli: out-of-range value names the constraint, exit 2", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("training.steps = 0 is out of range: it must be >= 1"));
   r = run_titan("--optimizer.beta2=1.5");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("it must be >= 0 and <= 1"));
+  CHECK_THAT(r.output, Catch::Contains("it must be >= 0 and < 1"));
 }
 
 TEST_CASE("cli: missing config file names the path and the system's reason, exit 2", "[cli]") {

@@ -17,7 +17,12 @@ namespace titan::test {
 RunResult run_titan(const std::string& args) { return run_titan_env("", args); }
 
 RunResult run_titan_env(const std::string& env, const std::string& args) {
-  std::string command = env + (env.empty() ? "" : " ") + TITAN_TRAIN_BINARY + " " + args + " 2>&1";
+  return run_shell(env + (env.empty() ? "" : " ") + binary() + " " + args + " 2>&1");
+}
+
+std::string binary() { return TITAN_TRAIN_BINARY; }
+
+RunResult run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   RunResult result;

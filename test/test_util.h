@@ -22,6 +22,12 @@ RunResult run_titan(const std::string& args);
 // Same, with `env` ("NAME=value ...") prepended to the command's environment.
 RunResult run_titan_env(const std::string& env, const std::string& args);
 
+// Runs `command` with /bin/sh and waits; output is its stdout (redirect stderr yourself).
+RunResult run_shell(const std::string& command);
+
+// The path of the titan-train binary under test.
+std::string binary();
+
 // A fresh, empty folder under the system temp dir, named after `tag`.
 std::string temp_dir(const std::string& tag);
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -107,6 +108,9 @@ struct Config {
   CheckpointConfig checkpoint;
   ActivationCheckpointConfig activation_checkpoint;
   DebugConfig debug;
+  // "file:line:col" of the TOML key that set each value, by "section.key", so that errors found
+  // across keys can point at the file; empty (or absent) for defaults and values set by a flag.
+  std::map<std::string, std::string> toml_locations;
 };
 
 }  // namespace titan

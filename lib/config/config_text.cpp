@@ -1,6 +1,7 @@
 // Config -> TOML text, and the --help listing. Both walk the field table.
 #include <fmt/format.h>
 
+#include "config/field_io.h"
 #include "config/loader.h"
 #include "config/schema.h"
 
@@ -41,7 +42,8 @@ std::string help_text() {
       "  --help             print this help\n"
       "\n"
       "Exit codes: 0 success, 1 runtime failure, 2 bad config or usage,\n"
-      "            3 a determinism or recompute check failed.\n";
+      "            3 a determinism or recompute check failed,\n"
+      "            128 + N stopped by signal N between steps (143 SIGTERM, 130 SIGINT).\n";
   for (auto& section : config_sections()) {
     out += fmt::format("\n[{}]\n", section);
     for (auto& f : fields) {
@@ -49,6 +51,9 @@ std::string help_text() {
       std::string default_text = f.has_value() ? f.value_as_toml() : "unset";
       out += fmt::format("  --{:<40} {:<8} default: {}\n", f.name(), f.type_name(), default_text);
       out += fmt::format("      {}\n", f.help);
+      if (const std::string bounds = bound_text(f); !bounds.empty()) {
+        out += fmt::format("      range: {}\n", bounds);
+      }
       if (!f.choices.empty()) {
         std::string choices;
         for (auto& c : f.choices) choices += (choices.empty() ? "" : " | ") + c;

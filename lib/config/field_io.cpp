@@ -24,13 +24,30 @@ std::optional<double> numeric_value(const FieldSpec& spec) {
   return std::nullopt;
 }
 
-std::string bound_text(const FieldSpec& spec) {
-  std::string lower =
-      spec.min ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=", *spec.min) : "";
-  std::string upper = spec.max ? fmt::format("<= {}", *spec.max) : "";
-  if (!lower.empty() && !upper.empty()) return lower + " and " + upper;
-  return lower + upper;
+// The key's default, as TOML text, for hints ("" when unset by default).
+std::string default_value_text(const FieldSpec& spec) {
+  Config defaults;
+  for (auto& f : config_fields(defaults)) {
+    if (f.name() == spec.name()) return f.value_as_toml();
+  }
+  return "";
 }
+
+std::string default_hint(const FieldSpec& spec) {
+  std::string value = default_value_text(spec);
+  return value.empty() ? "" : fmt::format("the default is {} = {}", spec.key, value);
+}
+
+bool is_integer_field(const FieldSpec& spec) {
+  return std::holds_alternative<int64_t*>(spec.target) ||
+         std::holds_alternative<std::optional<int64_t>*>(spec.target);
+}
+
+std::string bound_number(const FieldSpec& spec, double bound) {
+  if (is_integer_field(spec)) return std::to_string(static_cast<int64_t>(bound));
+  return fmt::format("{}", bound);
+}
+
 
 bool parse_int(const std::string& text, int64_t& out) {
   if (text.empty()) return false;
@@ -40,6 +57,12 @@ bool parse_int(const std::string& text, int64_t& out) {
   if (errno != 0 || *end != '\0') return false;
   out = v;
   return true;
+}
+
+// An optional minus sign and at least one digit, nothing else.
+bool is_integer_text(const std::string& text) {
+  size_t digits = text.rfind('-', 0) == 0 ? 1 : 0;
+  return text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
 }
 
 bool parse_double(const std::string& text, double& out) {
@@ -91,6 +114,19 @@ void set_choice(const FieldSpec& spec, const std::string& text, const std::strin
   refuse_choice(spec, text, at);
 }
 
+std::string bound_text(const FieldSpec& spec) {
+  std::string lower =
+      spec.min
+          ? fmt::format("{} {}", spec.min_exclusive ? ">" : ">=", bound_number(spec, *spec.min))
+          : "";
+  std::string upper =
+      spec.max
+          ? fmt::format("{} {}", spec.max_exclusive ? "<" : "<=", bound_number(spec, *spec.max))
+          : "";
+  if (!lower.empty() && !upper.empty()) return lower + " and " + upper;
+  return lower + upper;
+}
+
 void check_field_value(const FieldSpec& spec, const std::string& at) {
   if (auto p = std::get_if<std::string*>(&spec.target); p && !spec.choices.empty()) {
     if (std::find(spec.choices.begin(), spec.choices.end(), **p) == spec.choices.end()) {
@@ -99,14 +135,20 @@ void check_field_value(const FieldSpec& spec, const std::string& at) {
   }
   auto value = numeric_value(spec);
   if (!value) return;
-  if (std::isnan(*value)) {
-    throw ConfigError(at, fmt::format("{}: nan is not a valid value", spec.name()));
+  if (!std::isfinite(*value)) {
+    throw ConfigError(
+        at,
+        fmt::format("{} = {} is not a finite number{}", spec.name(), spec.value_as_toml(),
+                    bound_text(spec).empty() ? "" : "; it must be " + bound_text(spec)),
+        default_hint(spec));
   }
   bool too_low = spec.min && (spec.min_exclusive ? *value <= *spec.min : *value < *spec.min);
-  bool too_high = spec.max && *value > *spec.max;
+  bool too_high = spec.max && (spec.max_exclusive ? *value >= *spec.max : *value > *spec.max);
   if (too_low || too_high) {
-    throw ConfigError(at, fmt::format("{} = {} is out of range: it must be {}", spec.name(),
-                                      spec.value_as_toml(), bound_text(spec)));
+    throw ConfigError(at,
+                      fmt::format("{} = {} is out of range: it must be {}", spec.name(),
+                                  spec.value_as_toml(), bound_text(spec)),
+                      default_hint(spec));
   }
 }
 
@@ -131,16 +173,23 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
       return true;
     }
   };
-  if (std::holds_alternative<std::string*>(spec.target) ||
-      std::holds_alternative<EnumTarget>(spec.target)) {
-    return set_choice(spec, text, at);
+  const bool is_text = std::holds_alternative<std::string*>(spec.target) ||
+                       std::holds_alternative<EnumTarget>(spec.target);
+  if (is_text) set_choice(spec, text, at);
+  const bool ok = is_text || std::visit(Parser{text}, spec.target);
+  if (!ok && is_integer_field(spec) && is_integer_text(text)) {  // well-formed, beyond int64
+    throw ConfigError(
+        at,
+        fmt::format("{} = {} is out of range: it must be {}", spec.name(), text, bound_text(spec)),
+        default_hint(spec));
   }
-  if (!std::visit(Parser{text}, spec.target)) {
+  if (!ok) {
     throw ConfigError(
         at, fmt::format("{}: expected {}, got \"{}\"", spec.name(), spec.type_name(), text),
         fmt::format("for example --{}={}", spec.name(), example_value(spec)));
   }
   check_field_value(spec, at);
+  if (spec.toml_location) spec.toml_location->clear();  // a flag now holds the value
 }
 
 std::string example_value(const FieldSpec& spec) {

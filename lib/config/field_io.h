@@ -20,6 +20,9 @@ void set_choice(const FieldSpec& spec, const std::string& text, const std::strin
 // Parses `text` as the field's type and stores it. Throws ConfigError at `at` on a bad value.
 void set_field_from_text(const FieldSpec& spec, const std::string& text, const std::string& at);
 
+// The field's numeric bounds as text (">= 1 and <= 100000000"), or "" when it has none.
+std::string bound_text(const FieldSpec& spec);
+
 // A valid example value for hints: the first choice, or the current value.
 std::string example_value(const FieldSpec& spec);
 

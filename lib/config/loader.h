@@ -4,6 +4,8 @@
 // file:line:col or the flag, and suggesting the fix, before any model or data is built.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,12 @@ void apply_toml_file(Config& config, const std::string& path);
 void apply_override(Config& config, const std::string& name, const std::string& value);
 
 // Cross-field checks that a single key cannot make (batch divisibility, unsupported modes...).
+// Errors name the key and, when the TOML file set it, its file:line:col.
 void validate(const Config& config);
+
+// Settings that are valid but probably not what the user meant (a dataset_path the synthetic
+// dataset ignores), one message each, for the start-of-run log.
+std::vector<std::string> config_warnings(const Config& config);
 
 // The resolved config as a TOML document that apply_toml reads back to the same Config.
 std::string to_toml(const Config& config);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/limits.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -50,6 +51,15 @@ FieldSpec above(FieldSpec spec, double min, std::optional<double> max = std::nul
   return spec;
 }
 
+// min <= value < max.
+FieldSpec at_least_below(FieldSpec spec, double min, double max) {
+  spec = at_least(std::move(spec), min, max);
+  spec.max_exclusive = true;
+  return spec;
+}
+
+constexpr double kMaxSteps = static_cast<double>(limits::kMaxSteps);
+
 std::string format_double(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (std::isnan(v)) return "nan";
@@ -82,7 +92,7 @@ std::vector<std::string> config_sections() {
 std::vector<FieldSpec> config_fields(Config& c) {
   auto& t = c.training;
   auto& ac = c.activation_checkpoint;
-  return {
+  std::vector<FieldSpec> fields{
       not_hashed(field("job", "description", &c.job.description, "Free text describing the run")),
       not_hashed(field("job", "dump_folder", &c.job.dump_folder,
                        "Folder for config.toml, metrics.jsonl, fingerprint.log and other outputs")),
@@ -95,12 +105,14 @@ std::vector<FieldSpec> config_fields(Config& c) {
 
       at_least(field("training", "local_batch_size", &t.local_batch_size,
                      "Sequences per micro-batch on each rank"),
-               1),
-      field("training", "global_batch_size", &t.global_batch_size,
-            "Sequences per optimizer step over all ranks; -1 means local_batch_size x "
-            "data-parallel degree; larger values accumulate gradients over micro-batches"),
-      at_least(field("training", "seq_len", &t.seq_len, "Tokens per sequence"), 1),
-      at_least(field("training", "steps", &t.steps, "Optimizer steps to train"), 1),
+               1, static_cast<double>(limits::kMaxLocalBatchSize)),
+      at_least(field("training", "global_batch_size", &t.global_batch_size,
+                     "Sequences per optimizer step over all ranks; -1 means local_batch_size x "
+                     "data-parallel degree; larger values accumulate gradients over micro-batches"),
+               -1, static_cast<double>(limits::kMaxGlobalBatchSize)),
+      at_least(field("training", "seq_len", &t.seq_len, "Tokens per sequence"), 1,
+               static_cast<double>(limits::kMaxSeqLen)),
+      at_least(field("training", "steps", &t.steps, "Optimizer steps to train"), 1, kMaxSteps),
       above(field("training", "max_norm", &t.max_norm, "Gradient clipping: max total L2 norm"), 0),
       enum_field("training", "dataset", &t.dataset,
                  "Data source: synthetic (built in, generated from the seed), text (.txt "
@@ -116,20 +128,20 @@ std::vector<FieldSpec> config_fields(Config& c) {
                  "Autocast dtype on CUDA (CPU always trains in float32)"),
       not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
                                 "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"),
-                          0)),
+                          0, static_cast<double>(limits::kMaxCpuThreads))),
 
       with_choices(field("optimizer", "name", &c.optimizer.name, "Optimizer"), {"AdamW"}),
       at_least(field("optimizer", "lr", &c.optimizer.lr, "Peak learning rate"), 0),
-      at_least(field("optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1"), 0, 1),
-      at_least(field("optimizer", "beta2", &c.optimizer.beta2, "AdamW beta2"), 0, 1),
-      above(field("optimizer", "eps", &c.optimizer.eps, "AdamW epsilon"), 0),
+      at_least_below(field("optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1"), 0, 1),
+      at_least_below(field("optimizer", "beta2", &c.optimizer.beta2, "AdamW beta2"), 0, 1),
+      above(field("optimizer", "eps", &c.optimizer.eps, "AdamW epsilon"), 0, 1),
       at_least(
           field("optimizer", "weight_decay", &c.optimizer.weight_decay, "Decoupled weight decay"),
           0),
 
       at_least(field("lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
                      "Steps of linear warmup from lr/warmup_steps to lr"),
-               0),
+               0, kMaxSteps),
       at_least(field("lr_scheduler", "decay_ratio", &c.lr_scheduler.decay_ratio,
                      "Fraction of the steps spent decaying at the end; unset: decay right after "
                      "warmup"),
@@ -141,23 +153,23 @@ std::vector<FieldSpec> config_fields(Config& c) {
 
       not_hashed(at_least(field("metrics", "log_freq", &c.metrics.log_freq,
                                 "Log metrics at step 1 and every log_freq steps"),
-                          1)),
+                          1, kMaxSteps)),
 
       field("checkpoint", "enable", &c.checkpoint.enable, "Save and resume training checkpoints"),
       not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
                        "Checkpoint folder, relative to job.dump_folder")),
       at_least(field("checkpoint", "interval", &c.checkpoint.interval, "Save every interval steps"),
-               1),
+               1, kMaxSteps),
       not_hashed(at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
                                 "Checkpoints to keep; 0 keeps all (1 is not allowed)"),
-                          0)),
+                          0, kMaxSteps)),
       field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
             "The final save holds the model weights only"),
       enum_field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
                  "dtype of a model-only final save"),
       at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
                      "Step to resume from; -1 means the latest"),
-               -1),
+               -1, kMaxSteps),
 
       enum_field("activation_checkpoint", "mode", &ac.mode,
                  "Activation checkpointing of transformer blocks"),
@@ -171,15 +183,19 @@ std::vector<FieldSpec> config_fields(Config& c) {
       field("activation_checkpoint", "debug", &ac.debug,
             "On a recompute mismatch, print and save both op traces"),
 
-      field("debug", "seed", &c.debug.seed, "Base RNG seed; unset: drawn at start and logged"),
+      at_least(field("debug", "seed", &c.debug.seed,
+                     "Base RNG seed (a non-negative integer); unset: drawn at start and logged"),
+               0),
       field("debug", "deterministic", &c.debug.deterministic,
             "Use deterministic algorithms wherever possible (may be slower)"),
       field("debug", "deterministic_warn_only", &c.debug.deterministic_warn_only,
             "Warn about ops without a deterministic implementation instead of failing"),
       at_least(field("debug", "fingerprint_freq", &c.debug.fingerprint_freq,
                      "fingerprint.log records a checksum of all parameters every N steps"),
-               1),
+               1, kMaxSteps),
   };
+  for (auto& f : fields) f.toml_location = &c.toml_locations[f.name()];
+  return fields;
 }
 
 std::string FieldSpec::type_name() const {

@@ -32,11 +32,16 @@ struct FieldSpec {
   std::vector<std::string> choices;  // non-empty: the only allowed values (an enum's names)
   std::optional<double> min;         // numeric lower bound
   bool min_exclusive = false;        // true: value must be > min, else >= min
-  std::optional<double> max;         // numeric upper bound (inclusive)
+  std::optional<double> max;         // numeric upper bound
+  bool max_exclusive = false;        // true: value must be < max, else <= max
+  // Numbers must also be finite (no inf, no nan) for every float key.
   // True for keys that cannot change what a run computes (where outputs go, how often to log)
   // or that fingerprint.log records separately in resolved form (device, threads): the config
   // hash in fingerprint.log leaves them out.
   bool excluded_from_hash = false;
+  // The Config's toml_locations entry for this key: set by the TOML reader, cleared when a flag
+  // overrides the value.
+  std::string* toml_location = nullptr;
 
   std::string name() const { return section + "." + key; }
   // "bool", "integer", "float", "string", "integer (optional)", ...

@@ -72,6 +72,7 @@ void apply_key(const std::string& section, const std::string& key, const toml::n
           fmt::format("write it as {} = {}", key, example_value(spec)));
     }
     check_field_value(spec, value_at);
+    *spec.toml_location = key_at;
     return;
   }
   std::string guess = suggest_field_name(section + "." + key, fields);

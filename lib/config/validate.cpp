@@ -1,53 +1,89 @@
 // Checks that involve more than one key, or values a single key's bounds cannot express.
+// Each error names the key and, when a TOML file set it, the file:line:col of that key.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <optional>
 
+#include "config/limits.h"
 #include "config/loader.h"
 #include "util/error.h"
 
 namespace titan {
 namespace {
 
-void check_batch(const TrainingConfig& t) {
-  if (t.global_batch_size == -1) return;
-  if (t.global_batch_size < 1) {
-    throw ConfigError("training.global_batch_size",
+// "file:line:col: section.key" when the TOML file set the key, else "section.key".
+std::string where(const Config& config, const std::string& key) {
+  auto it = config.toml_locations.find(key);
+  if (it == config.toml_locations.end() || it->second.empty()) return key;
+  return it->second + ": " + key;
+}
+
+void check_batch(const Config& config) {
+  const TrainingConfig& t = config.training;
+  if (t.global_batch_size != -1 && t.global_batch_size < 1) {
+    throw ConfigError(where(config, "training.global_batch_size"),
                       fmt::format("must be -1 or a positive integer, got {}", t.global_batch_size));
   }
-  if (t.global_batch_size % t.local_batch_size != 0) {
-    throw ConfigError("training.global_batch_size",
+  if (t.global_batch_size != -1 && t.global_batch_size % t.local_batch_size != 0) {
+    throw ConfigError(where(config, "training.global_batch_size"),
                       fmt::format("{} is not a multiple of training.local_batch_size = {}",
                                   t.global_batch_size, t.local_batch_size),
                       "gradient accumulation needs global_batch_size = local_batch_size x N");
   }
+  // Both factors are bounded by the field table (<= 2^30 and 2^20), so the product fits.
+  const int64_t global = t.global_batch_size == -1 ? t.local_batch_size : t.global_batch_size;
+  const int64_t tokens = global * t.seq_len;
+  if (tokens > limits::kMaxTokensPerStep) {
+    const char* key =
+        t.global_batch_size == -1 ? "training.local_batch_size" : "training.global_batch_size";
+    throw ConfigError(where(config, key),
+                      fmt::format("{} sequences x training.seq_len {} = {} tokens per step is more "
+                                  "than the limit of {}",
+                                  global, t.seq_len, tokens, limits::kMaxTokensPerStep),
+                      "lower the batch size or seq_len");
+  }
 }
 
-void check_dataset(const TrainingConfig& t) {
+void check_dataset(const Config& config) {
+  const TrainingConfig& t = config.training;
   if (t.dataset != DatasetKind::kSynthetic && t.dataset_path.empty()) {
-    throw ConfigError("training.dataset_path",
+    throw ConfigError(where(config, "training.dataset"),
                       fmt::format("dataset \"{}\" needs a dataset_path", to_string(t.dataset)),
                       "set training.dataset_path to a file or folder, or use dataset = "
                       "\"synthetic\"");
   }
 }
 
-// "1".."999999": longer digit strings are refused before they can overflow.
-std::optional<int64_t> parse_period(const std::string& text) {
-  if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos)
+// "1" to kMaxSelectiveAcEvery; longer digit strings are refused before they could overflow.
+std::optional<int64_t> selective_ac_every(const std::string& option) {
+  if (option.empty() || option.size() > 7 ||
+      option.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
-  int64_t value = std::stoll(text);
-  if (value < 1) return std::nullopt;
-  return value;
+  }
+  const int64_t every = std::strtoll(option.c_str(), nullptr, 10);  // at most 7 digits: no overflow
+  if (every < 1 || every > limits::kMaxSelectiveAcEvery) return std::nullopt;
+  return every;
 }
 
-void check_checkpoint(const CheckpointConfig& c) {
+// Only selective mode reads the option: "none" and "full" ignore it, so do not refuse it there.
+void check_activation_checkpoint(const Config& config) {
+  const ActivationCheckpointConfig& ac = config.activation_checkpoint;
+  try {
+    ac_block_period(ac);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where(config, e.where()), e.message(), e.hint());
+  }
+}
+
+void check_checkpoint(const Config& config) {
+  const CheckpointConfig& c = config.checkpoint;
   if (c.keep_latest_k == 1) {
-    throw ConfigError("checkpoint.keep_latest_k", "1 is not allowed",
+    throw ConfigError(where(config, "checkpoint.keep_latest_k"), "1 is not allowed",
                       "keep at least 2 checkpoints (a save can be interrupted), or 0 for all");
   }
   if (c.enable) {
-    throw ConfigError("checkpoint.enable",
+    throw ConfigError(where(config, "checkpoint.enable"),
                       "checkpoint save/resume is not available in this version of titan-train",
                       "set checkpoint.enable = false");
   }
@@ -72,23 +108,35 @@ int64_t ac_block_period(const ActivationCheckpointConfig& ac) {
     case AcMode::kSelective:
       break;
   }
+  const char* key = "activation_checkpoint.selective_ac_option";
   if (ac.selective_ac_option == "op") {
-    throw ConfigError("activation_checkpoint.selective_ac_option",
-                      "\"op\" (op-level selective activation checkpointing) is not supported",
+    throw ConfigError(key, "\"op\" (op-level selective activation checkpointing) is not supported",
                       "use a positive integer N to checkpoint every Nth block, or mode = \"full\"");
   }
-  if (auto period = parse_period(ac.selective_ac_option)) return *period;
-  throw ConfigError(
-      "activation_checkpoint.selective_ac_option",
-      fmt::format("\"{}\" is not a positive integer (1 to 999999)", ac.selective_ac_option),
-      "write selective_ac_option = \"2\" to checkpoint every 2nd block");
+  if (auto every = selective_ac_every(ac.selective_ac_option)) return *every;
+  throw ConfigError(key,
+                    fmt::format("\"{}\" is not an integer from 1 to {}", ac.selective_ac_option,
+                                limits::kMaxSelectiveAcEvery),
+                    "write selective_ac_option = \"2\" to checkpoint every 2nd block");
 }
 
 void validate(const Config& config) {
-  check_batch(config.training);
-  check_dataset(config.training);
-  ac_block_period(config.activation_checkpoint);
-  check_checkpoint(config.checkpoint);
+  check_batch(config);
+  check_dataset(config);
+  check_activation_checkpoint(config);
+  check_checkpoint(config);
+}
+
+std::vector<std::string> config_warnings(const Config& config) {
+  std::vector<std::string> warnings;
+  const TrainingConfig& t = config.training;
+  if (t.dataset == DatasetKind::kSynthetic && !t.dataset_path.empty()) {
+    warnings.push_back(
+        fmt::format("{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
+                    "training.dataset to text, jsonl or tokens to read it",
+                    where(config, "training.dataset_path"), t.dataset_path));
+  }
+  return warnings;
 }
 
 }  // namespace titan

@@ -58,6 +58,13 @@ std::string read_data_file(const std::string& path) {
   }
 }
 
+// A text file's contents without a UTF-8 byte-order mark (editors on Windows write one).
+std::string read_text_file(const std::string& path) {
+  std::string text = read_data_file(path);
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  return text;
+}
+
 class SyntheticSource : public TokenSource {
  public:
   explicit SyntheticSource(uint64_t seed) : text_(seed), seed_(seed) {}
@@ -116,7 +123,7 @@ std::vector<std::string> split_paragraphs(const std::string& text) {
 std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
   std::vector<std::string> docs;
   for (auto& file : list_files(path, ".txt")) {
-    for (auto& d : split_paragraphs(read_data_file(file))) docs.push_back(std::move(d));
+    for (auto& d : split_paragraphs(read_text_file(file))) docs.push_back(std::move(d));
   }
   if (docs.empty())
     data_error(path, "no text found", "the text dataset needs non-empty .txt files");
@@ -126,15 +133,18 @@ std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
 std::unique_ptr<TokenSource> make_jsonl_source(const std::string& path) {
   std::vector<std::string> docs;
   for (auto& file : list_files(path, ".jsonl")) {
-    std::istringstream lines(read_data_file(file));
+    std::istringstream lines(read_text_file(file));
     std::string line;
     for (size_t number = 1; std::getline(lines, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
         std::string text = json_text_field(line);
         if (!text.empty()) docs.push_back(std::move(text));
-      } catch (const std::exception& e) {
-        data_error(fmt::format("{}:{}", file, number), e.what(),
+      } catch (const JsonSyntaxError& e) {
+        // what() starts with "column C: "; the location goes in front as file:line:col.
+        std::string what = e.what();
+        data_error(fmt::format("{}:{}:{}", file, number, e.column()),
+                   what.substr(what.find(": ") + 2),
                    "each line must be one JSON object with a string \"text\" field");
       }
     }
@@ -163,17 +173,28 @@ class TokenShardSource : public TokenSource {
   std::string what_;
 };
 
+// Appends the shard's ids, refusing the first one outside [0, vocab_size) while still unsigned:
+// a uint32 id >= 2^31 would otherwise turn negative in int32 and slip past a range check.
 template <class T>
-void append_tokens(const std::string& bytes, size_t offset, std::vector<int32_t>& out) {
+void append_tokens(const std::string& file, const std::string& bytes, size_t offset,
+                   int64_t vocab_size, std::vector<int32_t>& out) {
   size_t count = (bytes.size() - offset) / sizeof(T);
+  out.reserve(out.size() + count);
   for (size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, bytes.data() + offset + i * sizeof(T), sizeof(T));
+    if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(vocab_size)) {
+      data_error(file,
+                 fmt::format("token id {} at position {} is outside the model vocabulary ({})",
+                             static_cast<uint64_t>(v), i, vocab_size),
+                 "pick a model flavor whose vocab_size covers the tokenizer that wrote the shards");
+    }
     out.push_back(static_cast<int32_t>(v));
   }
 }
 
-void read_shard(const std::string& file, TokenDtype default_dtype, std::vector<int32_t>& out) {
+void read_shard(const std::string& file, TokenDtype default_dtype, int64_t vocab_size,
+                std::vector<int32_t>& out) {
   std::string bytes = read_data_file(file);
   int32_t header[3] = {0, 0, 0};
   if (bytes.size() >= kLlmcHeaderBytes) std::memcpy(header, bytes.data(), sizeof(header));
@@ -184,8 +205,8 @@ void read_shard(const std::string& file, TokenDtype default_dtype, std::vector<i
       data_error(file, fmt::format("llm.c header says {} tokens, file has {} bytes", header[2],
                                    bytes.size()));
     }
-    width == 2 ? append_tokens<uint16_t>(bytes, kLlmcHeaderBytes, out)
-               : append_tokens<uint32_t>(bytes, kLlmcHeaderBytes, out);
+    width == 2 ? append_tokens<uint16_t>(file, bytes, kLlmcHeaderBytes, vocab_size, out)
+               : append_tokens<uint32_t>(file, bytes, kLlmcHeaderBytes, vocab_size, out);
     return;
   }
   size_t width = 0;
@@ -203,24 +224,15 @@ void read_shard(const std::string& file, TokenDtype default_dtype, std::vector<i
                            to_string(default_dtype)),
                "check training.dataset_token_dtype");
   }
-  width == 2 ? append_tokens<uint16_t>(bytes, 0, out) : append_tokens<uint32_t>(bytes, 0, out);
+  width == 2 ? append_tokens<uint16_t>(file, bytes, 0, vocab_size, out)
+             : append_tokens<uint32_t>(file, bytes, 0, vocab_size, out);
 }
 
 std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t window,
                                                int64_t vocab_size) {
   std::vector<int32_t> tokens;
   auto files = list_files(t.dataset_path, ".bin");
-  for (auto& file : files) {
-    size_t before = tokens.size();
-    read_shard(file, t.dataset_token_dtype, tokens);
-    auto worst = std::max_element(tokens.begin() + before, tokens.end());
-    if (worst != tokens.end() && (*worst < 0 || *worst >= vocab_size)) {
-      data_error(file,
-                 fmt::format("token id {} at position {} is outside the model vocabulary ({})",
-                             *worst, worst - tokens.begin() - before, vocab_size),
-                 "pick a model flavor whose vocab_size covers the tokenizer that wrote the shards");
-    }
-  }
+  for (auto& file : files) read_shard(file, t.dataset_token_dtype, vocab_size, tokens);
   if (tokens.size() < static_cast<size_t>(window)) {
     data_error(t.dataset_path, fmt::format("{} tokens is less than one window of {} (seq_len + 1)",
                                            tokens.size(), window));

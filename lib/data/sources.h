@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,19 @@ class TokenSource {
 std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
                                                int64_t window, int64_t vocab_size);
 
-// The "text" field of one JSON object, or throws std::runtime_error saying what is wrong.
+// A malformed JSON line: what() is "column C: <what is wrong>".
+class JsonSyntaxError : public std::runtime_error {
+ public:
+  JsonSyntaxError(const std::string& what, size_t column);
+  size_t column() const { return column_; }
+
+ private:
+  size_t column_;
+};
+
+// The "text" field of one JSON object (strict JSON: escapes, numbers and literals are checked;
+// nesting depth is limited only by the line's length). Throws JsonSyntaxError, nothing else
+// (but std::bad_alloc).
 std::string json_text_field(const std::string& line);
 
 }  // namespace titan

@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <ostream>
@@ -15,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "config/limits.h"
 #include "util/blas_threads.h"
 #include "util/error.h"
 
@@ -116,6 +118,21 @@ void configure_cublas_workspace(bool deterministic, DeterminismRecord& r) {
                     "unset it (titan-train then sets :4096:8) or set one of the allowed values");
 }
 
+// Far more threads than cores only thrashes (10,000 made a 2-core machine unresponsive), but a
+// few times more is allowed so a small machine can repeat a bigger one's thread count.
+void check_cpu_threads(const Config& config) {
+  const int64_t threads = config.training.cpu_threads;
+  const int64_t cores = available_cores();
+  const int64_t cap = std::max(limits::kMinThreadCap, limits::kThreadsPerCore * cores);
+  if (threads <= cap) return;
+  throw ConfigError(
+      "training.cpu_threads",
+      fmt::format("{} is more than this machine allows: it must be <= {} ({} x the {} "
+                  "cores this process may use, and at least {})",
+                  threads, cap, limits::kThreadsPerCore, cores, limits::kMinThreadCap),
+      "set cpu_threads = 0 for one thread per core");
+}
+
 }  // namespace
 
 int64_t available_cores() {
@@ -151,6 +168,7 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   r.world_size = world_size;
   configure_cublas_workspace(d.deterministic, r);  // first: it may refuse the run
 
+  check_cpu_threads(config);
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   at::set_num_threads(static_cast<int>(r.cpu_threads));
   r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));

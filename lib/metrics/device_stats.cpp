@@ -17,14 +17,12 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "util/memory_limit.h"
+
 namespace titan {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-double total_ram_bytes() {
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-}
 
 double measure_cpu_matmul_flops() {
   const int64_t n = 1024;
@@ -72,7 +70,12 @@ double device_memory_bytes(const c10::Device& device) {
         at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0)->totalGlobalMem);
   }
 #endif
-  return total_ram_bytes();
+  return process_memory_limit().bytes;
+}
+
+std::string device_memory_source(const c10::Device& device) {
+  if (device.is_cuda()) return device_name(device);
+  return process_memory_limit().source;
 }
 
 double flops_per_token(const ModelArgs& args, int64_t seq_len) {

@@ -12,7 +12,7 @@ namespace titan {
 
 struct MemoryReading {
   double peak_gib = 0;  // CPU: peak RSS of the process; CUDA: max reserved since the last reset
-  double pct = 0;       // of the machine's RAM or the GPU's memory
+  double pct = 0;       // of device_memory_bytes()
 };
 
 // Reads the peak and, on CUDA, resets it so each log interval reports its own peak.
@@ -21,8 +21,13 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device);
 // Resident set size of this process now, in bytes (/proc/self/statm).
 double current_rss_bytes();
 
-// Total memory of the device (RAM for the CPU), in bytes.
+// Memory the process may use on the device, in bytes: the GPU's memory, or for the CPU the
+// smaller of host RAM and the process's cgroup limit.
 double device_memory_bytes(const c10::Device& device);
+
+// What device_memory_bytes measured, for messages: the GPU's name, "host RAM" or
+// "cgroup limit <file>".
+std::string device_memory_source(const c10::Device& device);
 
 // torchtitan's count: 6 x (params - embedding params) + 12 x layers x heads x head_dim x seq_len.
 double flops_per_token(const ModelArgs& args, int64_t seq_len);

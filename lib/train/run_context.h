@@ -13,6 +13,7 @@
 #include "distributed/world.h"
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
+#include "util/run_lock.h"
 
 namespace titan {
 
@@ -26,7 +27,9 @@ struct RunContext {
   double peak_flops = 0;  // for MFU: measured sgemm on CPU, the device table on CUDA; 0 unknown
 
   // Output sinks, opened last (after the Trainer has built everything it needs), so that a run
-  // that fails to start leaves an earlier run's files untouched. Null until then.
+  // that fails to start leaves an earlier run's files untouched. Null until then. The lock on the
+  // dump folder is held from then until the context is destroyed.
+  std::unique_ptr<RunLock> dump_folder_lock;
   std::unique_ptr<JsonlWriter> metrics;
   std::unique_ptr<FingerprintLog> fingerprint;
 };

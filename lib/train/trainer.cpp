@@ -5,13 +5,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <iostream>
 #include <ostream>
 
 #include "ac/apply.h"
+#include "config/loader.h"
 #include "determinism/determinism.h"
 #include "metrics/device_stats.h"
+#include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/stop_signal.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -28,21 +33,6 @@ ModelArgs model_args_for(const Config& config) {
   args.max_seq_len = config.training.seq_len;
   args.dropout = config.model.dropout;
   return args;
-}
-
-// Weights, gradients and AdamW's two moments: 16 bytes per fp32 parameter before activations.
-// Refusing up front beats a bad_alloc (or the OOM killer) minutes into building the model.
-void check_model_fits(const ModelArgs& args, Flavor flavor, const c10::Device& device) {
-  const double needed = 16.0 * static_cast<double>(args.num_params());
-  const double available = device_memory_bytes(device);
-  if (available > 0 && needed > available) {
-    throw ConfigError("model.flavor",
-                      fmt::format("{} needs at least {:.1f} GiB for weights, gradients and AdamW "
-                                  "state; {} has {:.1f} GiB",
-                                  to_string(flavor), needed / (1 << 30), device_name(device),
-                                  available / (1 << 30)),
-                      "pick a smaller flavor (debugmodel runs anywhere)");
-  }
 }
 
 bool uses_bf16_autocast(const c10::Device& device, MixedPrecision precision) {
@@ -64,7 +54,7 @@ Trainer::Trainer(RunContext& context)
       plan_(batch_plan(context.config.training, context.process_group->size())),
       schedule_(context.config.lr_scheduler, context.config.training.steps) {
   const auto& t = config_.training;
-  check_model_fits(args_, config_.model.flavor, ctx_.device);
+  check_memory(args_, config_, plan_.micro_batches, ctx_.device);
   source_ = make_token_source(t, ctx_.determinism.seed, t.seq_len + 1, args_.vocab_size);
   loader_ = std::make_unique<DataLoader>(source_, t.local_batch_size, t.seq_len,
                                          ctx_.process_group->rank(), ctx_.process_group->size());
@@ -96,6 +86,8 @@ void Trainer::log_start() const {
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
                      d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
                      d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  for (const auto& warning : config_warnings(config_))
+    log << "[titan] warning: " << warning << "\n";
   log << format_determinism_block(
       d, fmt::format("{} {}", ctx_.device.str(), hardware_name(ctx_.device)));
   log << fmt::format("[titan] data: {}\n", source_->describe());
@@ -166,6 +158,24 @@ void Trainer::restore(const Snapshot& snapshot) {
   restore_rng_state(snapshot.state.rng);
 }
 
+void Trainer::stop_if_signalled() const {
+  const int signal = pending_stop_signal();
+  if (signal == 0) return;
+  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  throw StoppedBySignal(signal, step_ == 0 ? fmt::format("stopped by {} before step 1", name)
+                                           : fmt::format("stopped by {} after step {}; "
+                                                         "metrics.jsonl and fingerprint.log "
+                                                         "are complete up to it",
+                                                         name, step_));
+}
+
+void Trainer::check_console() {
+  if (console_failed_ || *ctx_.log) return;
+  console_failed_ = true;
+  std::cerr << "titan-train: warning: the console output failed (closed pipe or full device); "
+               "training continues and metrics.jsonl and fingerprint.log keep the record\n";
+}
+
 void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   StepMetrics m;
   m.step = r.step;
@@ -181,6 +191,7 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   m.mfu_pct = ctx_.peak_flops > 0 ? 100.0 * flops_per_token_ * m.tps / ctx_.peak_flops : 0.0;
   m.step_time_s = seconds / static_cast<double>(steps);
   *ctx_.log << "[titan] " << format_console_line(m) << std::endl;
+  check_console();
   ctx_.metrics->write(m);
 }
 
@@ -197,6 +208,7 @@ TrainSummary Trainer::train() {
   auto last_log = start;
   int64_t steps_since_log = 0;
   while (step_ < config_.training.steps) {
+    stop_if_signalled();
     StepResult r = train_step();
     summary.losses.push_back(r.loss);
     ++steps_since_log;

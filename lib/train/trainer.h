@@ -59,6 +59,10 @@ class Trainer {
 
  private:
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
+  // Throws StoppedBySignal when SIGTERM or SIGINT arrived (see util/stop_signal.h).
+  void stop_if_signalled() const;
+  // Warns once on stderr when the console stream fails (a closed pipe, a full disk).
+  void check_console();
 
   RunContext& ctx_;
   const Config& config_;  // ctx_.config
@@ -77,6 +81,7 @@ class Trainer {
   double checksum_seconds_ = 0;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
+  bool console_failed_ = false;
 };
 
 }  // namespace titan

@@ -30,6 +30,9 @@ int report_current_exception(std::ostream& err) {
   } catch (const ConfigError& e) {
     print("config error", e.what(), e.hint());
     return kExitConfigError;
+  } catch (const StoppedBySignal& e) {
+    err << "titan-train: " << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const CheckFailure& e) {
     print("check failed", e.what(), e.hint());
     return kExitCheckFailed;

@@ -51,9 +51,21 @@ class CheckFailure : public std::runtime_error {
   std::string hint_;
 };
 
+// The run was stopped by a signal (SIGTERM, SIGINT) between steps: exit code 128 + signal, as a
+// shell reports a process killed by it.
+class StoppedBySignal : public std::runtime_error {
+ public:
+  StoppedBySignal(int signal, const std::string& message)
+      : std::runtime_error(message), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 // For use inside a catch block: prints the in-flight exception as "titan-train: <kind>: message"
 // plus its hint to `err` and returns the exit code it maps to (ConfigError 2, CheckFailure 3,
-// anything else 1).
+// StoppedBySignal 128 + signal, anything else 1).
 int report_current_exception(std::ostream& err);
 
 }  // namespace titan

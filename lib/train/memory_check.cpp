@@ -1,0 +1,68 @@
+#include "train/memory_check.h"
+
+#include <fmt/format.h>
+
+#include "metrics/device_stats.h"
+#include "util/error.h"
+
+namespace titan {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& t,
+                               int64_t grad_accum_steps) {
+  // Doubles throughout: the products may exceed int64 before the bounds below say no.
+  const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
+  MemoryEstimate e;
+  e.model_state = 16.0 * static_cast<double>(args.num_params());
+  e.activations = tokens * 4.0 *
+                  (2.0 * static_cast<double>(args.vocab_size) +
+                   static_cast<double>(args.n_layers) * static_cast<double>(args.dim));
+  e.batches = 16.0 * tokens * static_cast<double>(grad_accum_steps);
+  e.per_step = 8.0 * static_cast<double>(t.steps);
+  return e;
+}
+
+void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accum_steps,
+                  const c10::Device& device) {
+  const auto& t = config.training;
+  const MemoryEstimate e = estimate_memory(args, t, grad_accum_steps);
+  const double available = device_memory_bytes(device);
+  const std::string limit = fmt::format("{} has {}", device_memory_source(device), gib(available));
+  if (available <= 0) return;  // unknown: nothing to compare against
+  if (e.model_state > available) {
+    throw ConfigError("model.flavor",
+                      fmt::format("{} needs at least {} for weights, gradients and AdamW state; {}",
+                                  to_string(config.model.flavor), gib(e.model_state), limit),
+                      "pick a smaller flavor (debugmodel runs anywhere)");
+  }
+  // On CUDA the batches are built in host memory; everything else lives on the GPU.
+  const double host_side = e.batches + e.per_step;
+  const double on_device = e.model_state + e.activations + (device.is_cuda() ? 0 : host_side);
+  const double host = device.is_cuda() ? device_memory_bytes(c10::Device(c10::kCPU)) : available;
+  if (on_device <= available && (!device.is_cuda() || host_side <= host)) return;
+  const bool host_short = device.is_cuda() && on_device <= available;
+  const std::string shown_limit =
+      host_short ? fmt::format("{} has {}", device_memory_source(c10::Device(c10::kCPU)), gib(host))
+                 : limit;
+  const bool batches_dominate = host_short || e.batches > e.activations;
+  throw ConfigError(
+      batches_dominate ? "training.global_batch_size"
+                       : "training.local_batch_size x training.seq_len",
+      fmt::format("the run needs at least {}, more than the limit: {} ({} for the model state, {} "
+                  "for the activations of {} x {} tokens per micro-batch, {} for the tokens of "
+                  "{} micro-batches per step)",
+                  gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
+                  gib(e.activations), t.local_batch_size, t.seq_len, gib(e.batches),
+                  grad_accum_steps),
+      batches_dominate ? "lower training.global_batch_size"
+                       : "lower training.seq_len or training.local_batch_size (a larger "
+                         "global_batch_size accumulates gradients without more activation memory)");
+}
+
+}  // namespace titan

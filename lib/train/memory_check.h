@@ -1,0 +1,32 @@
+// Refuses a run whose memory needs clearly exceed what the device allows, before anything
+// large is allocated: a ConfigError (exit 2) naming the keys, the estimate and the limit beats
+// std::bad_alloc, libtorch's "can't allocate memory" or the OOM killer minutes into the run.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+#include "config/config.h"
+#include "model/model_args.h"
+
+namespace titan {
+
+// Lower bounds, in bytes, of what a run holds at its peak; each term is certain to be allocated,
+// so a run refused on them could not have fit.
+struct MemoryEstimate {
+  double model_state = 0;  // fp32 weights, gradients and AdamW's two moments: 16 B/parameter
+  double activations = 0;  // one micro-batch: logits and their gradient, each block's input
+  double batches = 0;      // a step's micro-batches (int64 inputs and labels), all held at once
+  double per_step = 0;     // the run's one-loss-per-step record
+};
+
+MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& training,
+                               int64_t grad_accum_steps);
+
+// Throws ConfigError when the estimate exceeds device_memory_bytes(device) (host RAM or the
+// cgroup limit on CPU, whichever is smaller; the GPU's memory for model and activations on CUDA).
+void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accum_steps,
+                  const c10::Device& device);
+
+}  // namespace titan

@@ -1,0 +1,84 @@
+#include "util/memory_limit.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace titan {
+namespace {
+
+// v1 writes "no limit" as the largest page-aligned int64 (9223372036854771712).
+constexpr double kUnlimited = 4.0e18;
+
+std::optional<double> read_limit_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  if (text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  double bytes = std::stod(text);
+  if (bytes >= kUnlimited) return std::nullopt;
+  return bytes;
+}
+
+// "/a/b" -> {"/a/b", "/a", ""}: a cgroup's limit is also bounded by its ancestors'.
+std::vector<std::string> path_and_ancestors(std::string path) {
+  std::vector<std::string> out;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  while (true) {
+    out.push_back(path);
+    if (path.empty()) return out;
+    path = path.substr(0, path.rfind('/'));
+  }
+}
+
+void take_smaller(std::optional<MemoryLimit>& best, const std::string& file) {
+  auto bytes = read_limit_file(file);
+  if (bytes && (!best || *bytes < best->bytes)) best = MemoryLimit{*bytes, "cgroup limit " + file};
+}
+
+bool has_memory_controller(const std::string& controllers) {
+  std::istringstream list(controllers);
+  for (std::string c; std::getline(list, c, ',');) {
+    if (c == "memory") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<MemoryLimit> cgroup_memory_limit(const std::string& proc_self_cgroup,
+                                               const std::string& cgroup_root) {
+  std::optional<MemoryLimit> best;
+  std::istringstream lines(proc_self_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    // "hierarchy-id:controllers:path"; v2's unified hierarchy is "0::path".
+    size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string id = line.substr(0, first);
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    if (id == "0" && controllers.empty()) {
+      for (auto& p : path_and_ancestors(path)) take_smaller(best, cgroup_root + p + "/memory.max");
+    } else if (has_memory_controller(controllers)) {
+      for (auto& p : path_and_ancestors(path)) {
+        take_smaller(best, cgroup_root + "/memory" + p + "/memory.limit_in_bytes");
+      }
+    }
+  }
+  return best;
+}
+
+MemoryLimit process_memory_limit() {
+  MemoryLimit ram{
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)),
+      "host RAM"};
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto cgroup = cgroup_memory_limit(text.str(), "/sys/fs/cgroup");
+  return cgroup && cgroup->bytes < ram.bytes ? *cgroup : ram;
+}
+
+}  // namespace titan

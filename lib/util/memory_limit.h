@@ -1,0 +1,24 @@
+// How much memory this process may use: the host's RAM, or less when a cgroup (v2 memory.max,
+// v1 memory.limit_in_bytes) on the process's path, or any ancestor of it, sets a lower limit.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace titan {
+
+struct MemoryLimit {
+  double bytes = 0;
+  std::string source;  // "host RAM" or "cgroup limit <file>", for messages
+};
+
+// The smallest memory limit set by the cgroups named in `proc_self_cgroup` (the text of
+// /proc/self/cgroup) under the cgroup filesystem mounted at `cgroup_root`, or nullopt when none
+// is set ("max", v1's near-2^63 "unlimited", or no readable file).
+std::optional<MemoryLimit> cgroup_memory_limit(const std::string& proc_self_cgroup,
+                                               const std::string& cgroup_root);
+
+// The smaller of host RAM and this process's cgroup limit.
+MemoryLimit process_memory_limit();
+
+}  // namespace titan

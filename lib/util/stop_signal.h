@@ -1,0 +1,14 @@
+// SIGTERM and SIGINT as a request to stop between training steps, rather than a kill mid-write.
+#pragma once
+
+namespace titan {
+
+// Installs handlers that record SIGTERM and SIGINT (the first one received wins), and ignores
+// SIGPIPE so that a closed console pipe (`titan-train ... | head`) fails writes instead of
+// killing the run. Idempotent.
+void install_stop_signal_handlers();
+
+// The signal received since install_stop_signal_handlers(), or 0.
+int pending_stop_signal();
+
+}  // namespace titan
