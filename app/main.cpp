@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "compare.h"
 #include "config/loader.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -13,10 +14,15 @@
 namespace {
 
 int run(const std::vector<std::string>& args) {
+  if (args.size() > 1 && args[1] == "compare") {
+    return titan::run_compare({args.begin() + 2, args.end()}, std::cout, std::cerr);
+  }
   titan::CliRequest request = titan::parse_command_line(args);
   switch (request.action) {
     case titan::CliAction::kHelp:
-      std::cout << titan::help_text();
+      std::cout << titan::help_text()
+                << "\nSubcommand: titan-train compare RUN_A RUN_B [--tolerance REL] [--json]\n"
+                   "  where two runs' numerics part (see titan-train compare --help)\n";
       return titan::kExitOk;
     case titan::CliAction::kVersion:
       std::cout << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\n", TITAN_VERSION,

@@ -78,7 +78,9 @@ struct DebugConfig {
   std::optional<int64_t> seed;  // unset: drawn at start and logged
   bool deterministic = false;
   bool deterministic_warn_only = false;
-  int64_t fingerprint_freq = 1;  // parameter checksum in fingerprint.log every N steps
+  int64_t fingerprint_freq = 1;         // parameter checksum in fingerprint.log every N steps
+  std::string numerics_trace = "none";  // numerics.log: "none", "blocks" or "ops"
+  int64_t numerics_freq = 1;            // numerics.log records every N steps
 };
 
 struct Config {

@@ -167,6 +167,14 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("debug", "fingerprint_freq", &c.debug.fingerprint_freq,
                      "fingerprint.log records a checksum of all parameters every N steps"),
                1),
+      not_hashed(with_choices(
+          field("debug", "numerics_trace", &c.debug.numerics_trace,
+                "numerics.log: checksum and statistics of each block's output and each "
+                "gradient (blocks), also of every op inside the blocks (ops), or none"),
+          {"none", "blocks", "ops"})),
+      not_hashed(at_least(field("debug", "numerics_freq", &c.debug.numerics_freq,
+                                "numerics.log records every N steps"),
+                          1)),
   };
 }
 

@@ -58,6 +58,20 @@ void check_checkpoint(const CheckpointConfig& c) {
   }
 }
 
+// Both record a block's ops with the thread's one op tracer (see lib/ac/op_trace.h).
+void check_numerics_trace(const Config& c) {
+  const auto& ac = c.activation_checkpoint;
+  if (c.debug.numerics_trace == "ops" && ac.mode != "none" && ac.determinism_check != "none") {
+    throw ConfigError("debug.numerics_trace",
+                      fmt::format("\"ops\" cannot be combined with activation checkpointing "
+                                  "(mode \"{}\") and its recompute checker (determinism_check "
+                                  "\"{}\"): both trace the ops of a block",
+                                  ac.mode, ac.determinism_check),
+                      "set activation_checkpoint.mode = \"none\" (or determinism_check = "
+                      "\"none\"), or use numerics_trace = \"blocks\"");
+  }
+}
+
 }  // namespace
 
 void validate(const Config& config) {
@@ -65,6 +79,7 @@ void validate(const Config& config) {
   check_dataset(config.training);
   check_activation_checkpoint(config.activation_checkpoint);
   check_checkpoint(config.checkpoint);
+  check_numerics_trace(config);
 }
 
 }  // namespace titan

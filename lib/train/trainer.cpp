@@ -107,6 +107,8 @@ Trainer::Trainer(const Config& config, std::ostream& log)
   ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
   checkpointed_blocks_ =
       apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
+  numerics_ = make_numerics_tracer(config_.debug.numerics_trace, config_.debug.numerics_freq,
+                                   config_.job.dump_folder, model_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   flops_per_token_ = flops_per_token(args_, t.seq_len);
@@ -150,6 +152,10 @@ void Trainer::log_start() const {
     for (const auto& name : checkpointed_blocks_)
       log_ << "[titan]   checkpointing " << name << "\n";
   }
+  if (numerics_) {
+    log_ << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
+                        config_.debug.numerics_trace, config_.debug.numerics_freq);
+  }
   log_.flush();
 }
 
@@ -164,6 +170,10 @@ StepResult Trainer::train_step() {
   const int64_t step = ++step_;
   ac_context_->step = step;
   const double lr = config_.optimizer.lr * schedule_.factor(step);
+  if (numerics_) {
+    numerics_->begin_step(step);
+    if (numerics_->tracing()) options.before_clip = [this] { numerics_->record_gradients(); };
+  }
   StepResult result = with_determinism_check(
       step, [&] { return run_step(model_, *optimizer_, params_, micro_batches, lr, options); });
   result.step = step;
@@ -172,6 +182,7 @@ StepResult Trainer::train_step() {
     throw RuntimeFailure(fmt::format("loss is {} at step {}", what, step),
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
+  if (numerics_) numerics_->end_step();
   tokens_seen_ += grad_accum_steps_ * t.local_batch_size * t.seq_len;
   std::optional<uint64_t> checksum;
   if (step % config_.debug.fingerprint_freq == 0) {

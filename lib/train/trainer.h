@@ -19,6 +19,7 @@
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/numerics_trace.h"
 #include "train/step.h"
 
 namespace titan {
@@ -50,6 +51,8 @@ class Trainer {
   Transformer& model() { return model_; }
   const DeterminismRecord& determinism() const { return determinism_; }
   int64_t gradient_accumulation_steps() const { return grad_accum_steps_; }
+  // The numerics.log recorder; null when debug.numerics_trace is "none".
+  NumericsTracer* numerics_tracer() { return numerics_.get(); }
 
  private:
   void log_start() const;
@@ -69,6 +72,7 @@ class Trainer {
   LRSchedule schedule_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<FingerprintLog> fingerprint_;
+  std::shared_ptr<NumericsTracer> numerics_;
   std::shared_ptr<CheckpointContext> ac_context_ = std::make_shared<CheckpointContext>();
   std::vector<std::string> checkpointed_blocks_;
   double checksum_seconds_ = 0;
