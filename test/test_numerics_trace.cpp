@@ -180,3 +180,29 @@ TEST_CASE("numerics.log reader: a truncated or malformed file names its line", "
   bad.replace(bad.find("mean 0x"), 7, "mean zz");
   CHECK_THAT(error_of(bad), Catch::StartsWith("n.log:5:") && Catch::Contains("mean"));
 }
+
+TEST_CASE("numerics compare: traces that stop listing the same ops are named where they part",
+          "[numerics][compare]") {
+  auto trace = [](bool extra_op) {
+    std::string text = numerics_header("ops", 1) + "step 1 micro 0\n" +
+                       format_forward_line("tok_embeddings", {1, 0, 1}) + "\n" +
+                       format_op_line("layers.0", 0, "aten::pow", {{"f32[2]", true, 7, "0x1p+0"}}) +
+                       "\n";
+    if (extra_op) {
+      text +=
+          format_op_line("layers.0", 1, "aten::nextafter", {{"f32[2]", true, 8, "0x1p+0"}}) + "\n";
+    }
+    return text + format_forward_line("layers.0", {2, 0, 1}) + "\nstep 1 grads\n" +
+           format_gradient_line("w", {3, 0, 1}) + "\nend step 1\n";
+  };
+  auto n =
+      compare_numerics(parse_numerics_log(trace(false), "a"), parse_numerics_log(trace(true), "b"));
+  REQUIRE(n.step);
+  REQUIRE(n.forward);
+  CHECK(n.forward->a->kind == NumericsKind::kForward);  // A's block output ...
+  CHECK(n.forward->b->op == "aten::nextafter");         // ... where B still runs an op
+  CHECK_FALSE(n.gradient);
+  auto same =
+      compare_numerics(parse_numerics_log(trace(true), "a"), parse_numerics_log(trace(true), "b"));
+  CHECK_FALSE(same.step);
+}
