@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "app/compare.h"
 #include "app/train_command.h"
 #include "util/error.h"
 #include "util/omp_env.h"
@@ -17,8 +18,13 @@ struct Subcommand {
 };
 
 // Subcommands are named by the first argument; anything else is the training command.
+int compare_command(const std::vector<std::string>& args, std::ostream& out) {
+  return titan::run_compare({args.begin() + 1, args.end()}, out, std::cerr);
+}
+
 const Subcommand kSubcommands[] = {
     {"train", titan::run_train_command},
+    {"compare", compare_command},
 };
 
 int dispatch(std::vector<std::string> args) {

@@ -34,7 +34,7 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
   RunContext context = build_run_context(request.config, out);
   Trainer trainer(context);
   open_output_sinks(context);
-  trainer.log_start();
+  trainer.start();
   trainer.train();
   return kExitOk;
 }

@@ -59,7 +59,7 @@ std::unique_ptr<InProcessRun> start_run(const Config& config) {
   run->context = build_run_context(config, run->log, options);
   run->trainer = std::make_unique<Trainer>(run->context);
   open_output_sinks(run->context);
-  run->trainer->log_start();
+  run->trainer->start();
   return run;
 }
 

@@ -104,6 +104,10 @@ void add_output(OpTrace& trace, OpRecord& record, const at::Tensor& t, const Inp
   if (trace.checksums && holds_computed_values(record, t, inputs)) {
     meta.hashed = true;
     meta.checksum = tensor_checksum(t);
+    if (trace.max_abs && t.is_floating_point() && t.numel() > 0) {
+      at::DisableRecordFunctionGuard no_recording;
+      meta.max_abs = t.detach().abs().max().item<double>();
+    }
   }
   if (trace.capture_inputs) {
     meta.id = trace.next_id++;

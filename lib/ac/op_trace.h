@@ -28,6 +28,7 @@ struct OutputMeta {
   c10::SmallVector<int64_t, 4> sizes;
   bool hashed = false;    // checksum mode, and the output holds values of its own
   uint64_t checksum = 0;  // of the output's bytes, when hashed
+  double max_abs = 0;     // largest |value|, when hashed and the trace asks for it (floating)
   int64_t id = -1;        // debug mode: "$id" in traces
 };
 
@@ -42,6 +43,7 @@ struct OpTrace {
   std::vector<OpRecord> ops;
   bool checksums = false;                        // hash op outputs (bitwise mode)
   bool capture_inputs = false;                   // remember tensor identities (debug mode)
+  bool max_abs = false;                          // also the max |value| of hashed float outputs
   std::unordered_map<const void*, int64_t> ids;  // TensorImpl -> $id, debug mode only
   int64_t next_id = 0;
 

@@ -82,6 +82,8 @@ struct DebugConfig {
   bool deterministic = false;
   bool deterministic_warn_only = false;
   int64_t fingerprint_freq = 1;  // parameter checksum in fingerprint.log every N steps
+  NumericsTrace numerics_trace = NumericsTrace::kNone;  // what numerics.log records
+  int64_t numerics_freq = 1;                            // numerics.log records every N steps
 };
 
 // Sequences and micro-batches of one optimizer step.

@@ -41,6 +41,10 @@ std::string help_text() {
       "  --version          print titan-train and libtorch versions and CUDA availability\n"
       "  --help             print this help\n"
       "\n"
+      "Subcommands:\n"
+      "  titan-train compare RUN_A RUN_B [--tolerance REL] [--json]\n"
+      "                     where two runs' numerics part (titan-train compare --help)\n"
+      "\n"
       "Exit codes: 0 success, 1 runtime failure, 2 bad config or usage,\n"
       "            3 a determinism or recompute check failed,\n"
       "            128 + N stopped by signal N between steps (143 SIGTERM, 130 SIGINT).\n";

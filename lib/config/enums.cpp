@@ -19,6 +19,7 @@ TITAN_ENUM_NAMES(DecayType, "linear", "sqrt", "cosine")
 TITAN_ENUM_NAMES(ExportDtype, "float32", "bfloat16")
 TITAN_ENUM_NAMES(AcMode, "none", "full", "selective")
 TITAN_ENUM_NAMES(RecomputeCheck, "default", "bitwise", "none")
+TITAN_ENUM_NAMES(NumericsTrace, "none", "blocks", "ops")
 
 #undef TITAN_ENUM_NAMES
 

@@ -20,6 +20,8 @@ enum class MixedPrecision { kBfloat16, kFloat32 };
 enum class DecayType { kLinear, kSqrt, kCosine };
 enum class ExportDtype { kFloat32, kBfloat16 };
 enum class AcMode { kNone, kFull, kSelective };
+// [debug] numerics_trace: what numerics.log records (see lib/train/numerics_trace.h).
+enum class NumericsTrace { kNone, kBlocks, kOps };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
@@ -64,5 +66,7 @@ template <>
 const std::vector<std::string>& enum_names<AcMode>();
 template <>
 const std::vector<std::string>& enum_names<RecomputeCheck>();
+template <>
+const std::vector<std::string>& enum_names<NumericsTrace>();
 
 }  // namespace titan

@@ -48,7 +48,6 @@ std::string bound_number(const FieldSpec& spec, double bound) {
   return fmt::format("{}", bound);
 }
 
-
 bool parse_int(const std::string& text, int64_t& out) {
   if (text.empty()) return false;
   errno = 0;

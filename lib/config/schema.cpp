@@ -193,6 +193,13 @@ std::vector<FieldSpec> config_fields(Config& c) {
       at_least(field("debug", "fingerprint_freq", &c.debug.fingerprint_freq,
                      "fingerprint.log records a checksum of all parameters every N steps"),
                1, kMaxSteps),
+      not_hashed(enum_field("debug", "numerics_trace", &c.debug.numerics_trace,
+                            "numerics.log: checksum and statistics of each block's output and "
+                            "each gradient (blocks), also of every op inside the blocks (ops), "
+                            "or none")),
+      not_hashed(at_least(field("debug", "numerics_freq", &c.debug.numerics_freq,
+                                "numerics.log records every N steps"),
+                          1, kMaxSteps)),
   };
   for (auto& f : fields) f.toml_location = &c.toml_locations[f.name()];
   return fields;

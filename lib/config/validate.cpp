@@ -89,6 +89,21 @@ void check_checkpoint(const Config& config) {
   }
 }
 
+// Both record a block's ops with the thread's one op tracer (see lib/ac/op_trace.h).
+void check_numerics_trace(const Config& c) {
+  const auto& ac = c.activation_checkpoint;
+  if (c.debug.numerics_trace == NumericsTrace::kOps && ac.mode != AcMode::kNone &&
+      ac.determinism_check != RecomputeCheck::kNone) {
+    throw ConfigError(where(c, "debug.numerics_trace"),
+                      fmt::format("\"ops\" cannot be combined with activation checkpointing "
+                                  "(mode \"{}\") and its recompute checker (determinism_check "
+                                  "\"{}\"): both trace the ops of a block",
+                                  to_string(ac.mode), to_string(ac.determinism_check)),
+                      "set activation_checkpoint.mode = \"none\" (or determinism_check = "
+                      "\"none\"), or use numerics_trace = \"blocks\"");
+  }
+}
+
 }  // namespace
 
 BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
@@ -125,6 +140,7 @@ void validate(const Config& config) {
   check_dataset(config);
   check_activation_checkpoint(config);
   check_checkpoint(config);
+  check_numerics_trace(config);
 }
 
 std::vector<std::string> config_warnings(const Config& config) {

@@ -148,15 +148,23 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
               " exceeds the RoPE table (", args_.max_seq_len, ")");
   auto h = tok_embeddings(tokens);  // (B, T, D)
+  if (observer_) observer_->stage_output(ForwardStage::kEmbedding, -1, h);
   for (size_t i = 0; i < layers->size(); ++i) {
     // Shared ownership: a checkpointed block's function lives until its backward.
     auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(i));
     BlockFunction run = [block, freqs = freqs_cis_](const at::Tensor& x) {
       return block->forward(x, freqs);
     };
+    const auto layer = static_cast<int64_t>(i);
+    if (observer_) observer_->block_starting(layer);
     h = runners_[i] ? runners_[i](run, h) : run(h);
+    if (observer_) observer_->stage_output(ForwardStage::kBlock, layer, h);
   }
-  return output(norm(h));  // (B, T, V)
+  h = norm(h);
+  if (observer_) observer_->stage_output(ForwardStage::kNorm, -1, h);
+  auto logits = output(h);  // (B, T, V)
+  if (observer_) observer_->stage_output(ForwardStage::kOutput, -1, logits);
+  return logits;
 }
 
 void TransformerImpl::set_block_runner(int64_t layer, BlockRunner runner) {

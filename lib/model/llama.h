@@ -12,6 +12,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/model_args.h"
@@ -80,6 +81,17 @@ TORCH_MODULE(TransformerBlock);
 using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
 using BlockRunner = std::function<at::Tensor(const BlockFunction& block, const at::Tensor& x)>;
 
+// Watches the forward's stage outputs (the numerics trace, lib/train/numerics_trace.h). The
+// model calls it only when one is set: without, each stage costs one null check.
+enum class ForwardStage { kEmbedding, kBlock, kNorm, kOutput };
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  virtual void block_starting(int64_t layer) = 0;
+  // `layer` is the block index for kBlock, else -1. The observer may replace `output`.
+  virtual void stage_output(ForwardStage stage, int64_t layer, at::Tensor& output) = 0;
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelArgs& args);
@@ -91,6 +103,10 @@ class TransformerImpl : public torch::nn::Module {
 
   // Runs block `layer` through `runner` from now on (an empty runner restores the default).
   void set_block_runner(int64_t layer, BlockRunner runner);
+  // Calls `observer` from every forward from now on (null: none).
+  void set_forward_observer(std::shared_ptr<ForwardObserver> observer) {
+    observer_ = std::move(observer);
+  }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -101,6 +117,7 @@ class TransformerImpl : public torch::nn::Module {
   ModelArgs args_;
   at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
   std::vector<BlockRunner> runners_;
+  std::shared_ptr<ForwardObserver> observer_;
 };
 TORCH_MODULE(Transformer);
 

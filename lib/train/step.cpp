@@ -32,6 +32,7 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
     loss.backward();
     loss_sum += loss.detach().to(at::kDouble);
   }
+  if (options.before_clip) options.before_clip();
   result.grad_norm = clip_grad_norm(params, options.max_norm);
   result.loss = loss_sum.item<double>();
   optimizer.step();

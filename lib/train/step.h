@@ -5,6 +5,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <vector>
 
 #include "data/loader.h"
@@ -23,6 +24,8 @@ struct StepOptions {
   c10::Device device = c10::Device(c10::kCPU);
   bool autocast_bf16 = false;  // CUDA autocast to bfloat16 around forward and loss
   double max_norm = 1.0;
+  // Called after the last backward, before clipping (the numerics trace reads the gradients).
+  std::function<void()> before_clip;
 };
 
 // Summed cross-entropy of logits (B, T, V) against labels (B, T), in float32.

@@ -65,6 +65,8 @@ Trainer::Trainer(RunContext& context)
   ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
   checkpointed_blocks_ =
       ac::apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
+  numerics_ =
+      make_numerics_tracer(config_.debug.numerics_trace, config_.debug.numerics_freq, model_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   step_options_.device = ctx_.device;
@@ -74,6 +76,11 @@ Trainer::Trainer(RunContext& context)
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::start() {
+  open_numerics_log(numerics_.get(), config_.job.dump_folder);
+  log_start();
+}
 
 void Trainer::log_start() const {
   const auto& t = config_.training;
@@ -110,6 +117,10 @@ void Trainer::log_start() const {
         ac.preserve_rng_state, to_string(ac.determinism_check), ac.debug);
     for (const auto& name : checkpointed_blocks_) log << "[titan]   checkpointing " << name << "\n";
   }
+  if (numerics_) {
+    log << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
+                       to_string(config_.debug.numerics_trace), config_.debug.numerics_freq);
+  }
   log.flush();
 }
 
@@ -119,6 +130,11 @@ StepResult Trainer::train_step() {
   const int64_t step = ++step_;
   ac_context_->step = step;
   const double lr = config_.optimizer.lr * schedule_.factor(step);
+  step_options_.before_clip = nullptr;
+  if (numerics_) {
+    numerics_->begin_step(step);
+    if (numerics_->tracing()) step_options_.before_clip = [this] { numerics_->record_gradients(); };
+  }
   StepResult result = fail_on_nondeterministic_op(step, [&] {
     return run_step(model_, *optimizer_, params_, micro_batches, lr, step_options_);
   });
@@ -128,6 +144,7 @@ StepResult Trainer::train_step() {
     throw RuntimeFailure(fmt::format("loss is {} at step {}", what, step),
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
+  if (numerics_) numerics_->end_step();
   tokens_seen_ += plan_.tokens_per_step;
   std::optional<uint64_t> checksum;
   if (step % config_.debug.fingerprint_freq == 0) {

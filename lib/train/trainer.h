@@ -15,6 +15,7 @@
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/numerics_trace.h"
 #include "train/run_context.h"
 #include "train/step.h"
 
@@ -36,8 +37,9 @@ class Trainer {
   explicit Trainer(RunContext& context);
   ~Trainer();
 
-  // Logs the start-up summary. Requires: the context's output sinks are open.
-  void log_start() const;
+  // Opens the trainer's own output (numerics.log, or removes a stale one) and logs the start-up
+  // summary. Requires: the context's output sinks are open (the dump folder is locked).
+  void start();
 
   // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss, and
   // CheckFailure (exit 3) when debug.deterministic meets an op without a deterministic
@@ -55,9 +57,11 @@ class Trainer {
   Snapshot snapshot() const;
   void restore(const Snapshot& snapshot);
 
-  Transformer& model() { return model_; }
+  // The numerics.log recorder; null when debug.numerics_trace is "none".
+  NumericsTracer* numerics_tracer() { return numerics_.get(); }
 
  private:
+  void log_start() const;
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
   // Throws StoppedBySignal when SIGTERM or SIGINT arrived (see util/stop_signal.h).
   void stop_if_signalled() const;
@@ -76,6 +80,7 @@ class Trainer {
   LRSchedule schedule_;
   std::shared_ptr<ac::CheckpointContext> ac_context_ = std::make_shared<ac::CheckpointContext>();
   std::vector<std::string> checkpointed_blocks_;
+  std::shared_ptr<NumericsTracer> numerics_;
   StepOptions step_options_;
   double flops_per_token_ = 0;
   double checksum_seconds_ = 0;

@@ -1,6 +1,7 @@
 // Small string helpers shared by the config parser and the loggers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 
 // "a", "b", "c" -> "\"a\", \"b\", \"c\"".
 std::string join_quoted(const std::vector<std::string>& items);
+
+// Appends code point `cp` (at most 0x10FFFF) to `out` encoded as UTF-8.
+void append_utf8(std::string& out, uint32_t cp);
 
 // 1234567 -> "1,234,567".
 std::string with_thousands(long long value);

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Plot loss, grad_norm and lr against step for one or more titan-train runs.
+
+Usage: scripts/plot_runs.py RUN [RUN ...] -o runs.png [--titan-train build/titan-train]
+
+Each RUN is a dump folder (job.dump_folder) or its metrics.jsonl; curves are labelled by the
+folder's name. With exactly two runs, the first step where their numerics part (from
+`titan-train compare --json`, which reads their fingerprint.log) is marked on every panel.
+Needs matplotlib (Debian: apt-get install python3-matplotlib).
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit(f"plot_runs.py needs matplotlib, which {sys.executable} cannot import: "
+                 "apt-get install python3-matplotlib (for Debian's /usr/bin/python3), "
+                 "or pip install matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def run_folder(run):
+    return os.path.dirname(os.path.abspath(run)) if run.endswith(".jsonl") else run
+
+
+def read_metrics(run):
+    path = run if run.endswith(".jsonl") else os.path.join(run, "metrics.jsonl")
+    if not os.path.isfile(path):
+        sys.exit(f"plot_runs.py: {run}: no metrics.jsonl (pass a dump folder or its metrics.jsonl)")
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot_runs.py: {path}:{number}: not JSON ({e.msg})")
+    if not rows:
+        sys.exit(f"plot_runs.py: {path}: no logged steps")
+    return rows
+
+
+def as_float(v):
+    # metrics.jsonl writes non-finite numbers as strings ("nan", "inf").
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def divergent_step(binary, a, b):
+    """The first step where runs a and b part, None when they agree; (None, why) on failure."""
+    if not binary or not os.path.exists(binary):
+        return None, "titan-train not found: divergence not marked (use --titan-train)"
+    p = subprocess.run([binary, "compare", run_folder(a), run_folder(b), "--json"],
+                       capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        return None, "compare failed: " + (p.stderr.strip() or p.stdout.strip())
+    return json.loads(p.stdout)["divergent_step"], None
+
+
+def default_binary():
+    built = os.path.join(HERE, "..", "build", "titan-train")
+    return built if os.path.exists(built) else shutil.which("titan-train")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", metavar="RUN")
+    parser.add_argument("-o", "--output", required=True, help="PNG file to write")
+    parser.add_argument("--titan-train", default=default_binary(), help="binary for compare")
+    args = parser.parse_args()
+    plt = import_pyplot()
+    runs = [(os.path.basename(os.path.normpath(run_folder(r))), read_metrics(r)) for r in args.runs]
+
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    for (label, rows) in runs:
+        steps = [r["step"] for r in rows]
+        for ax, key in zip(axes, ("loss", "grad_norm", "lr")):
+            ax.plot(steps, [as_float(r[key]) for r in rows], marker=".", label=label)
+    for ax, key in zip(axes, ("loss", "grad_norm", "lr")):
+        ax.set_ylabel(key)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("step")
+    title = "titan-train: " + " vs ".join(label for label, _ in runs)
+    if len(args.runs) == 2:
+        step, why = divergent_step(args.titan_train, args.runs[0], args.runs[1])
+        if why:
+            print(f"plot_runs.py: {why}", file=sys.stderr)
+        elif step is None:
+            title += " (bitwise identical)"
+            print("runs are bitwise identical")
+        else:
+            title += f" (first divergent step: {step})"
+            print(f"first divergent step: {step}")
+            for ax in axes:
+                ax.axvline(step, color="red", linestyle="--", linewidth=1,
+                           label=f"first divergent step {step}")
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=100)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

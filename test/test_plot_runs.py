@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""scripts/plot_runs.py: writes a PNG for two runs marking their first divergent step, and says
+how to install matplotlib when it is missing. Exits 77 (ctest: skipped, shown as such) when
+python3-matplotlib is not installed, after checking the missing-matplotlib message.
+
+Usage: test_plot_runs.py TITAN_TRAIN SOURCE_DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+binary, source = sys.argv[1], sys.argv[2]
+script = os.path.join(source, "scripts", "plot_runs.py")
+tmp = tempfile.mkdtemp(prefix="titan_plot_")
+failures = []
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAILED: ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def train(name, *extra):
+    folder = os.path.join(tmp, name)
+    subprocess.run([binary, "--model.flavor", "tiny", "--training.seq_len", "32",
+                    "--training.local_batch_size", "2", "--training.steps", "6",
+                    "--training.device", "cpu", "--lr_scheduler.warmup_steps", "1",
+                    "--metrics.log_freq", "1", "--debug.seed", "3", "--job.dump_folder", folder,
+                    *extra], check=True, stdout=subprocess.DEVNULL)
+    return folder
+
+
+a = train("baseline")
+b = train("decay_half", "--lr_scheduler.decay_ratio", "0.5")  # lr differs from step 3 on
+
+# Without matplotlib (shadowed by a package that fails to import): a hint and a non-zero exit.
+shadow = os.path.join(tmp, "shadow", "matplotlib")
+os.makedirs(shadow)
+with open(os.path.join(shadow, "__init__.py"), "w") as f:
+    f.write("raise ImportError('hidden for the test')\n")
+env = dict(os.environ, PYTHONPATH=os.path.dirname(shadow))
+p = subprocess.run([sys.executable, script, a, b, "-o", os.path.join(tmp, "x.png")],
+                   capture_output=True, text=True, env=env)
+check(p.returncode != 0 and "apt-get install python3-matplotlib" in p.stderr,
+      "without matplotlib: non-zero exit and the install command (" + p.stderr.strip() + ")")
+
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    print("SKIPPED: python3-matplotlib is not installed (apt-get install python3-matplotlib); "
+          "the PNG was not checked")
+    sys.exit(77 if not failures else 1)
+
+png = os.path.join(tmp, "runs.png")
+p = subprocess.run([sys.executable, script, a, b, "-o", png, "--titan-train", binary],
+                   capture_output=True, text=True)
+print(p.stdout + p.stderr)
+check(p.returncode == 0, "plot_runs.py exits 0")
+check("first divergent step: 3" in p.stdout, "the first divergent step (3) is marked")
+with open(png, "rb") as f:
+    head = f.read(8)
+check(head == b"\x89PNG\r\n\x1a\n", "the output is a PNG")
+import matplotlib.image  # noqa: E402
+image = matplotlib.image.imread(png)
+check(image.shape[0] >= 600 and image.shape[1] >= 600, f"the PNG is {image.shape[1]}x{image.shape[0]}")
+# Some pixels are pure-ish red: the divergence marker (matplotlib's default curves are blue and
+# orange).
+red = ((image[..., 0] > 0.9) & (image[..., 1] < 0.2) & (image[..., 2] < 0.2)).sum()
+check(red > 100, f"the red divergence line is drawn ({red} red pixels)")
+sys.exit(1 if failures else 0)
