@@ -19,13 +19,17 @@
 # failed, 1 a check failed (or the build did). Environment: GPU_CHECK_DIR (build folder,
 # build-gpu), GPU_CHECK_REPORT (report path, <build folder>/gpu_check_report.md),
 # GPU_CHECK_BUDGET_S (seconds for the whole run, 460: a check that would start past it is
-# SKIPPED, and each check's timeout is cut to what is left), GPU_CHECK_JOBS (build and ctest jobs).
+# SKIPPED, and each check's timeout is cut to what is left), GPU_CHECK_BUILD_S (the build's
+# timeout, 300), GPU_CHECK_JOBS (build and ctest jobs), GPU_CHECK_REUSE_BUILD=1 (run the checks
+# on the binaries already in the build folder, as they are: to rerun checks without a rebuild). A dry run on a small CPU machine needs
+# larger GPU_CHECK_BUDGET_S and GPU_CHECK_BUILD_S.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 src=$PWD
 dir=${GPU_CHECK_DIR:-build-gpu}
 report=${GPU_CHECK_REPORT:-$dir/gpu_check_report.md}
 budget=${GPU_CHECK_BUDGET_S:-460}
+build_s=${GPU_CHECK_BUILD_S:-300}
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 work=$dir/gpu_check
 bin=$dir/titan-train
@@ -87,6 +91,10 @@ build() {
     build_desc="FAILED: no .gpu-deps/ (run scripts/gpu_deps.sh on a Debian machine and carry .gpu-deps)"
     return 1
   fi
+  if [ "${GPU_CHECK_REUSE_BUILD:-0}" = 1 ] && [ -x "$bin" ] && [ -x "$dir/titan_tests" ]; then
+    build_desc="reused $dir as built (GPU_CHECK_REUSE_BUILD=1)"
+    return 0
+  fi
   local generator=()
   if command -v ninja >/dev/null && [ ! -f "$dir/CMakeCache.txt" ]; then generator=(-G Ninja); fi
   if ! timeout "$(limit 120)" cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
@@ -95,8 +103,8 @@ build() {
     build_desc="FAILED: cmake configure (see $work/configure.log): $(grep -m1 -A2 'CMake Error' "$work/configure.log" | tr '\n' ' ')"
     return 1
   fi
-  if ! timeout "$(limit 300)" cmake --build "$dir" -j "$jobs" >"$work/build.log" 2>&1; then
-    build_desc="FAILED: build (see $work/build.log): $(grep -m1 'error' "$work/build.log")"
+  if ! timeout "$(limit "$build_s")" cmake --build "$dir" -j "$jobs" >"$work/build.log" 2>&1; then
+    build_desc="FAILED: build (see $work/build.log): $(grep -m1 -E 'error:|FAILED:|Terminated' "$work/build.log")"
     return 1
   fi
   build_desc="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt") in $((SECONDS - t0)) s"

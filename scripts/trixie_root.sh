@@ -5,7 +5,8 @@
 # and ~2.5 GB. The root lives in .trixie/ (ignored by git) unless TRIXIE_ROOT names another folder.
 #
 #   scripts/trixie_root.sh up          create the root once and install the build packages into it
-#   scripts/trixie_root.sh run CMD...  run CMD inside the root, in /src, the checkout bind-mounted
+#   scripts/trixie_root.sh run CMD...  run CMD inside the root, in /src, the checkout bind-mounted,
+#                                      with a clean environment (pass variables with env VAR=x CMD)
 #
 # /proc, /dev and /src are bind-mounted for the command and unmounted when it ends, whether it
 # succeeds or not (not after a SIGKILL: then check `mount | grep .trixie` before deleting the

@@ -15,7 +15,6 @@
 
 #if __has_include(<catch2/catch_all.hpp>)
 #include <catch2/catch_all.hpp>
-
 #include <string>
 
 using Catch::Approx;

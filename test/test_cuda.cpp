@@ -2,11 +2,11 @@
 // stashed and restored around an AC recomputation, and autocast re-entered by the recomputation.
 // Tagged [cuda]; without a CUDA device each one skips with a visible message
 // (scripts/gpu_check.sh runs them on a GPU machine).
+#include <ATen/core/Generator.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include <ATen/core/Generator.h>
-
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -17,8 +17,8 @@
 
 using namespace titan;
 
-#define SKIP_WITHOUT_CUDA()                                                        \
-  do {                                                                             \
+#define SKIP_WITHOUT_CUDA()                                                       \
+  do {                                                                            \
     if (!torch::cuda::is_available()) TITAN_SKIP("SKIPPED: no CUDA device here"); \
   } while (0)
 
