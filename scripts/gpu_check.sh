@@ -6,6 +6,10 @@
 #   scripts/gpu_deps.sh      # once, on a Debian machine with apt: header-only deps into .gpu-deps/
 #   scripts/gpu_check.sh     # on the GPU machine (python3 with torch, cmake, g++; no registry)
 #
+# Dry run here, in the trixie root against python3-torch 2.6's libtorch:
+#   scripts/gpu_deps.sh && scripts/trixie_root.sh up python3-torch &&
+#   scripts/trixie_root.sh run env GPU_CHECK_BUDGET_S=3000 GPU_CHECK_BUILD_S=2400 scripts/gpu_check.sh
+#
 # Checks: the unit tests (those tagged [cuda] included); the debug model for 50 steps on CUDA in
 # bf16 (loss falls; memory, tps, tflops, mfu sane); debug.deterministic twice (identical
 # fingerprint.log), the same without it (identical or not), and the time cost of deterministic

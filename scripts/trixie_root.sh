@@ -4,7 +4,8 @@
 # machine without a GPU. Needs root, Debian's debootstrap package (installed with apt if missing)
 # and ~2.5 GB. The root lives in .trixie/ (ignored by git) unless TRIXIE_ROOT names another folder.
 #
-#   scripts/trixie_root.sh up          create the root once and install the build packages into it
+#   scripts/trixie_root.sh up [PKG...] create the root once and install the build packages (and
+#                                      PKG...) into it
 #   scripts/trixie_root.sh run CMD...  run CMD inside the root, in /src, the checkout bind-mounted,
 #                                      with a clean environment (pass variables with env VAR=x CMD)
 #
@@ -16,7 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 src=$PWD
 root=${TRIXIE_ROOT:-$src/.trixie}
-packages="libtorch-dev python3-torch libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2
+# What the build and the tests need; python3-torch (for a dry run of scripts/gpu_check.sh) is
+# asked for with `up python3-torch`: it pulls in much of Python and minutes of install time.
+packages="libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2
           libopenblas0-pthread cmake g++ ninja-build ccache ca-certificates"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -82,7 +85,10 @@ up() {
 }
 
 case "${1:-}" in
-  up) up ;;
+  up)
+    shift
+    if [ $# -gt 0 ]; then packages="$packages $*"; fi
+    up ;;
   run)
     shift
     [ $# -gt 0 ] || { echo "usage: trixie_root.sh run CMD..." >&2; exit 2; }
@@ -91,5 +97,5 @@ case "${1:-}" in
     # A clean environment: nothing of this machine's (ccache's config, OMP settings) leaks in.
     chroot "$root" env -i -C /src HOME=/root PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
       LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@" ;;
-  *) echo "usage: trixie_root.sh up | run CMD..." >&2; exit 2 ;;
+  *) echo "usage: trixie_root.sh up [PKG...] | run CMD..." >&2; exit 2 ;;
 esac
