@@ -8,7 +8,8 @@
 #
 # Dry run here, in the trixie root against python3-torch 2.6's libtorch:
 #   scripts/gpu_deps.sh && scripts/trixie_root.sh up python3-torch &&
-#   scripts/trixie_root.sh run env GPU_CHECK_BUDGET_S=3000 GPU_CHECK_BUILD_S=2400 scripts/gpu_check.sh
+#   scripts/trixie_root.sh run env GPU_CHECK_BUDGET_S=3600 GPU_CHECK_BUILD_S=2400 \
+#     GPU_CHECK_TESTS_S=900 scripts/gpu_check.sh
 #
 # Checks: the unit tests (those tagged [cuda] included); the debug model for 50 steps on CUDA in
 # bf16 (loss falls; memory, tps, tflops, mfu sane); debug.deterministic twice (identical
@@ -24,7 +25,7 @@
 # build-gpu), GPU_CHECK_REPORT (report path, <build folder>/gpu_check_report.md),
 # GPU_CHECK_BUDGET_S (seconds for the whole run, 460: a check that would start past it is
 # SKIPPED, and each check's timeout is cut to what is left), GPU_CHECK_BUILD_S (the build's
-# timeout, 300), GPU_CHECK_JOBS (build and ctest jobs), GPU_CHECK_REUSE_BUILD=1 (run the checks
+# timeout, 300), GPU_CHECK_TESTS_S (the unit tests' timeout, 240), GPU_CHECK_JOBS (build and ctest jobs), GPU_CHECK_REUSE_BUILD=1 (run the checks
 # on the binaries already in the build folder, as they are: to rerun checks without a rebuild). A dry run on a small CPU machine needs
 # larger GPU_CHECK_BUDGET_S and GPU_CHECK_BUILD_S.
 set -uo pipefail
@@ -34,6 +35,7 @@ dir=${GPU_CHECK_DIR:-build-gpu}
 report=${GPU_CHECK_REPORT:-$dir/gpu_check_report.md}
 budget=${GPU_CHECK_BUDGET_S:-460}
 build_s=${GPU_CHECK_BUILD_S:-300}
+tests_s=${GPU_CHECK_TESTS_S:-240}
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 work=$dir/gpu_check
 bin=$dir/titan-train
@@ -149,7 +151,7 @@ pct() { python3 -c "print(f'{100 * (float(\"$1\") / float(\"$2\") - 1):+.1f}%')"
 
 check_unit_tests() {
   local t rc
-  t=$(limit 240)
+  t=$(limit "$tests_s")
   if [ "$t" -eq 0 ]; then result "unit tests" "time budget spent" SKIPPED; return; fi
   (cd "$dir" && timeout -k 10 "$t" ctest --output-on-failure -j "$jobs" --timeout 200) \
     >"$work/ctest.log" 2>&1
