@@ -45,7 +45,6 @@ bool parses(const std::string& line, std::string* text = nullptr) {
   return false;
 }
 
-
 // A random string as JSON source and as the UTF-8 it decodes to.
 void random_string(Rng& rng, std::string& json, std::string& decoded) {
   json += '"';

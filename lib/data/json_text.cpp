@@ -24,7 +24,6 @@ unsigned hex_value(char c) {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-
 class JsonCursor {
  public:
   explicit JsonCursor(const std::string& s) : s_(s) {}
