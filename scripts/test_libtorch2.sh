@@ -15,7 +15,10 @@ bash scripts/trixie_root.sh run bash -c '
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
   generator=()
   if [ ! -f build-trixie/CMakeCache.txt ]; then generator=(-G Ninja); fi
-  cmake -S . -B build-trixie "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+  # Warnings stay warnings here: gcc 14 reports -Warray-bounds false positives inside libstdc++
+  # (stl_algobase.h memmove, inlined into our code). The main leg builds with -Werror.
+  cmake -S . -B build-trixie "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=OFF \
+    "${launcher[@]}" >/dev/null
   cmake --build build-trixie -j "$(nproc)"
   echo "test_libtorch2: $(build-trixie/titan-train --version | head -2 | paste -sd" ")"'
 t2=$SECONDS

@@ -7,17 +7,19 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "util/error.h"
+#include "util/files.h"
 
 namespace titan {
 
 std::string read_log_file(const std::string& path, const std::string& hint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, fmt::format("cannot read: {}", std::strerror(errno)), hint);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  try {
+    return read_file(path);
+  } catch (const std::system_error& e) {
+    throw ConfigError(path, "cannot read: " + e.code().message(), hint);
+  }
 }
 
 std::vector<LogLine> split_log_lines(const std::string& text, const std::string& path) {

@@ -4,7 +4,10 @@
 
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <vector>
+
+#include "util/files.h"
 
 namespace titan {
 namespace {
@@ -74,10 +77,13 @@ MemoryLimit process_memory_limit() {
   MemoryLimit ram{
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)),
       "host RAM"};
-  std::ifstream in("/proc/self/cgroup");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto cgroup = cgroup_memory_limit(text.str(), "/sys/fs/cgroup");
+  std::string text;
+  try {
+    text = read_file("/proc/self/cgroup");
+  } catch (const std::system_error&) {
+    // No cgroup information (not Linux, or /proc not mounted): host RAM is the limit.
+  }
+  auto cgroup = cgroup_memory_limit(text, "/sys/fs/cgroup");
   return cgroup && cgroup->bytes < ram.bytes ? *cgroup : ram;
 }
 
