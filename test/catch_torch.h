@@ -7,7 +7,7 @@
 //
 // Catch2 v2 (Debian bookworm, single header) and v3 (trixie, a compiled library) are both
 // supported: with v3 the v2 spellings the tests use (Approx, Catch::Contains, StartsWith,
-// EndsWith) are provided on top of v3's names.
+// EndsWith, Equals, Matches) are provided on top of v3's names.
 #pragma once
 
 #include <c10/util/Logging.h>
@@ -20,6 +20,8 @@
 using Catch::Approx;
 namespace Catch {
 using Matchers::EndsWith;
+using Matchers::Equals;
+using Matchers::Matches;
 using Matchers::StartsWith;
 inline Matchers::StringContainsMatcher Contains(const std::string& text,
                                                 CaseSensitive sensitivity = CaseSensitive::Yes) {
