@@ -108,10 +108,20 @@ TEST_CASE("compare: runs differing only in cpu_threads are told apart at step 1,
   train(args + "--training.cpu_threads 2", dir + "/b");
   auto r = compare(dir + "/a " + dir + "/b");
   INFO(r.output);
-  CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("cpu_threads: A 1 | B 2") &&
-                           Catch::Contains("training.cpu_threads: A 1 | B 2") &&
-                           Catch::Contains("result: diverged at step 1: params") &&
+                           Catch::Contains("training.cpu_threads: A 1 | B 2"));
+  // Whether the thread count changes the bits depends on libtorch's kernels: it does on Debian's
+  // 1.13 here, not on trixie's 2.6 at this size. compare must agree with the files either way.
+  auto steps = [](const std::string& log) { return log.substr(log.find("\nstep ")); };
+  if (steps(test::read_text(dir + "/a/fingerprint.log")) ==
+      steps(test::read_text(dir + "/b/fingerprint.log"))) {
+    WARN("this libtorch computes the same bits with 1 and 2 threads: checking 'identical'");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("result: identical"));
+    return;
+  }
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("result: diverged at step 1: params") &&
                            Catch::Contains("numerics.log: first difference at step 1") &&
                            Catch::Contains("first gradient (backward order): grad ") &&
                            Catch::Contains("first tensor (forward order): fwd "));
