@@ -44,11 +44,8 @@ OpOutputText op_output_text(const ac::OutputMeta& m) {
 NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
 
 void NumericsTracer::open(const std::string& path) {
-  path_ = path;
-  out_.open(path, std::ios::trunc);
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  out_ << numerics_header(to_string(level_), freq_);
-  out_.flush();
+  file_ = std::make_unique<LineFile>(path, LineFile::Mode::kTruncate);
+  file_->write(numerics_header(to_string(level_), freq_));
 }
 
 NumericsTracer::~NumericsTracer() = default;
@@ -129,9 +126,7 @@ void NumericsTracer::record_gradients() {
 
 void NumericsTracer::end_step() {
   if (!tracing_) return;
-  out_ << lines_ << fmt::format("end step {}\n", step_);
-  out_.flush();
-  if (!out_) throw RuntimeFailure(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  file_->write(lines_ + fmt::format("end step {}\n", step_));
   lines_.clear();
 }
 

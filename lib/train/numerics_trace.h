@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include "ac/op_trace.h"
 #include "model/llama.h"
+#include "util/files.h"
 
 namespace titan {
 
@@ -56,8 +56,7 @@ class NumericsTracer : public ForwardObserver {
 
   NumericsTrace level_;
   int64_t freq_;
-  std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<LineFile> file_;  // numerics.log, whole lines (null until open())
   std::vector<std::pair<std::string, at::Tensor>> params_;  // backward order
   int64_t step_ = 0;
   bool tracing_ = false;
