@@ -76,7 +76,8 @@ up() {
   local wanted installed
   wanted=$(wc -w <<<"$packages")
   # shellcheck disable=SC2016,SC2086
-  installed=$(chroot "$root" dpkg-query -W -f='${db:Status-Abbrev}\n' $packages 2>/dev/null | grep -c '^ii')
+  # dpkg-query and grep -c both exit 1 when nothing is installed yet (a fresh root): not an error.
+  installed=$(chroot "$root" dpkg-query -W -f='${db:Status-Abbrev}\n' $packages 2>/dev/null | grep -c '^ii' || true)
   [ "$installed" -lt "$wanted" ] || return 0
   t0=$SECONDS
   chroot "$root" bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
