@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/compare.h"
+#include "app/export.h"
 #include "app/train_command.h"
 #include "util/error.h"
 #include "util/omp_env.h"
@@ -22,9 +23,14 @@ int compare_command(const std::vector<std::string>& args, std::ostream& out) {
   return titan::run_compare({args.begin() + 1, args.end()}, out, std::cerr);
 }
 
+int export_command(const std::vector<std::string>& args, std::ostream& out) {
+  return titan::run_export({args.begin() + 1, args.end()}, out);
+}
+
 const Subcommand kSubcommands[] = {
     {"train", titan::run_train_command},
     {"compare", compare_command},
+    {"export", export_command},
 };
 
 int dispatch(std::vector<std::string> args) {

@@ -60,10 +60,11 @@ void open_output_sinks(RunContext& c) {
   create_dump_folder(folder);
   c.dump_folder_lock = std::make_unique<RunLock>(folder);
   write_file_atomically(folder + "/config.toml", to_toml(c.config));
-  c.metrics = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl");
+  c.metrics = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", c.resume_step);
   FingerprintHeader header{c.device.is_cuda() ? "cuda" : "cpu", hardware_name(c.device),
                            config_hash(c.config), c.determinism};
-  c.fingerprint = std::make_unique<FingerprintLog>(folder + "/fingerprint.log", header);
+  c.fingerprint =
+      std::make_unique<FingerprintLog>(folder + "/fingerprint.log", header, c.resume_step);
 }
 
 }  // namespace titan

@@ -35,17 +35,30 @@ at::Tensor clone_or_undefined(const at::Tensor& t) {
   return t.defined() ? t.detach().clone() : at::Tensor();
 }
 
+AdamWGroupSnapshot group_snapshot(const torch::optim::AdamWOptions& o) {
+  return {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
+          o.amsgrad()};
+}
+
+void restore_group(const AdamWGroupSnapshot& g, torch::optim::AdamWOptions& o) {
+  o.lr(g.lr).betas({g.beta1, g.beta2}).eps(g.eps).weight_decay(g.weight_decay).amsgrad(g.amsgrad);
+}
+
 }  // namespace
 
 Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::AdamW& optimizer,
-                       const TrainState& state) {
+                       const TrainState& state, SnapshotCopy copy) {
   torch::NoGradGuard no_grad;
+  auto copy_of = [copy](const at::Tensor& t) {
+    return copy == SnapshotCopy::kClone ? clone_or_undefined(t) : t;
+  };
   Snapshot s;
   s.state = state;
-  for (const auto& t : module_tensors(module)) s.module_tensors.push_back(t.detach().clone());
+  for (const auto& t : module_tensors(module)) s.module_tensors.push_back(copy_of(t.detach()));
   const auto& states = optimizer.state();
   for (const auto& group : optimizer.param_groups()) {
-    s.group_lr.push_back(static_cast<const torch::optim::AdamWOptions&>(group.options()).lr());
+    s.groups.push_back(
+        group_snapshot(static_cast<const torch::optim::AdamWOptions&>(group.options())));
     for (const auto& p : group.params()) {
       auto it = states.find(state_key<StateMap>(p));
       if (it == states.end()) {
@@ -53,9 +66,9 @@ Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::Adam
         continue;
       }
       const auto& ps = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      s.optimizer.push_back(AdamWParamSnapshot{ps.step(), clone_or_undefined(ps.exp_avg()),
-                                               clone_or_undefined(ps.exp_avg_sq()),
-                                               clone_or_undefined(ps.max_exp_avg_sq())});
+      s.optimizer.push_back(AdamWParamSnapshot{ps.step(), copy_of(ps.exp_avg()),
+                                               copy_of(ps.exp_avg_sq()),
+                                               copy_of(ps.max_exp_avg_sq())});
     }
   }
   return s;
@@ -71,9 +84,9 @@ void restore_snapshot(const Snapshot& s, torch::nn::Module& module,
   auto& states = optimizer.state();
   size_t index = 0;
   auto& groups = optimizer.param_groups();
-  TORCH_CHECK(groups.size() == s.group_lr.size(), "snapshot of another optimizer");
+  TORCH_CHECK(groups.size() == s.groups.size(), "snapshot of another optimizer");
   for (size_t g = 0; g < groups.size(); ++g) {
-    static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(s.group_lr[g]);
+    restore_group(s.groups[g], static_cast<torch::optim::AdamWOptions&>(groups[g].options()));
     for (const auto& p : groups[g].params()) {
       TORCH_CHECK(index < s.optimizer.size(), "snapshot of another optimizer");
       const auto& saved = s.optimizer[index++];

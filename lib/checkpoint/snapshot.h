@@ -20,16 +20,26 @@ struct AdamWParamSnapshot {
   at::Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // max_exp_avg_sq: amsgrad only
 };
 
+// A parameter group's hyperparameters (libtorch 1.13's optimizer load() does not restore them).
+struct AdamWGroupSnapshot {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  bool amsgrad = false;
+};
+
 struct Snapshot {
   TrainState state;
   std::vector<at::Tensor> module_tensors;                    // parameters, then buffers
   std::vector<std::optional<AdamWParamSnapshot>> optimizer;  // per parameter; none before step 1
-  std::vector<double> group_lr;                              // per parameter group
+  std::vector<AdamWGroupSnapshot> groups;                    // per parameter group
 };
 
-// Copies (clones) of the current values. Requires: `optimizer` holds `module`'s parameters.
+// kClone copies every tensor (the snapshot outlives later steps); kShare references the live
+// tensors (for writing them out at once, as a checkpoint save does).
+enum class SnapshotCopy { kClone, kShare };
+
+// The current values. Requires: `optimizer` holds `module`'s parameters.
 Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::AdamW& optimizer,
-                       const TrainState& state);
+                       const TrainState& state, SnapshotCopy copy = SnapshotCopy::kClone);
 
 // Copies the snapshot's values back into `module` (in place) and `optimizer`. The snapshot stays
 // valid, so it can be restored again. Requires: the same module and optimizer it was taken from.

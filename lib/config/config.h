@@ -67,6 +67,7 @@ struct CheckpointConfig {
   bool last_save_model_only = true;
   ExportDtype export_dtype = ExportDtype::kFloat32;
   int64_t load_step = -1;
+  std::string initial_load_path;  // weights to start from when there is no checkpoint to resume
 };
 
 struct ActivationCheckpointConfig {

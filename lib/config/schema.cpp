@@ -155,21 +155,26 @@ std::vector<FieldSpec> config_fields(Config& c) {
                                 "Log metrics at step 1 and every log_freq steps"),
                           1, kMaxSteps)),
 
-      field("checkpoint", "enable", &c.checkpoint.enable, "Save and resume training checkpoints"),
+      not_hashed(field("checkpoint", "enable", &c.checkpoint.enable,
+                       "Save checkpoints, and resume from the latest one at start")),
       not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
                        "Checkpoint folder, relative to job.dump_folder")),
-      at_least(field("checkpoint", "interval", &c.checkpoint.interval, "Save every interval steps"),
-               1, kMaxSteps),
+      not_hashed(at_least(
+          field("checkpoint", "interval", &c.checkpoint.interval, "Save every interval steps"), 1,
+          kMaxSteps)),
       not_hashed(at_least(field("checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
                                 "Checkpoints to keep; 0 keeps all (1 is not allowed)"),
                           0, kMaxSteps)),
-      field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
-            "The final save holds the model weights only"),
-      enum_field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
-                 "dtype of a model-only final save"),
-      at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
-                     "Step to resume from; -1 means the latest"),
-               -1, kMaxSteps),
+      not_hashed(field("checkpoint", "last_save_model_only", &c.checkpoint.last_save_model_only,
+                       "The final save holds the model weights only")),
+      not_hashed(enum_field("checkpoint", "export_dtype", &c.checkpoint.export_dtype,
+                            "dtype of a model-only final save")),
+      not_hashed(at_least(field("checkpoint", "load_step", &c.checkpoint.load_step,
+                                "Step to resume from; -1 means the latest"),
+                          -1, kMaxSteps)),
+      field("checkpoint", "initial_load_path", &c.checkpoint.initial_load_path,
+            "Weights to start from (a .safetensors file or a checkpoint folder) when there is no "
+            "checkpoint to resume; step 0, fresh optimizer"),
 
       enum_field("activation_checkpoint", "mode", &ac.mode,
                  "Activation checkpointing of transformer blocks"),
@@ -269,6 +274,17 @@ std::string FieldSpec::value_as_toml() const {
     std::string operator()(const EnumTarget& e) const { return toml_quote((*e.names)[e.get()]); }
   };
   return std::visit(Visitor{}, target);
+}
+
+std::vector<ConfigKeyDifference> config_differences(Config a, Config b) {
+  auto fa = config_fields(a), fb = config_fields(b);
+  std::vector<ConfigKeyDifference> out;
+  for (size_t i = 0; i < fa.size(); ++i) {
+    auto va = fa[i].has_value() ? fa[i].value_as_toml() : "unset";
+    auto vb = fb[i].has_value() ? fb[i].value_as_toml() : "unset";
+    if (va != vb) out.push_back({fa[i].name(), va, vb, !fa[i].excluded_from_hash});
+  }
+  return out;
 }
 
 }  // namespace titan

@@ -55,6 +55,15 @@ struct FieldSpec {
 // Requires: `config` outlives the returned specs.
 std::vector<FieldSpec> config_fields(Config& config);
 
+// A key whose value differs between two configs.
+struct ConfigKeyDifference {
+  std::string key, a, b;  // TOML text; "unset" for an unset optional
+  bool hashed = true;     // part of the config hash (false: outputs, logging, threads, ...)
+};
+
+// The keys whose values differ between `a` and `b`, in section order.
+std::vector<ConfigKeyDifference> config_differences(Config a, Config b);
+
 // For an unknown "section.key" (or a bare key): the same key in another section
 // ("--steps" -> "training.steps"), else the closest known name (a plausible typo) among the fields
 // and `other_names`, else "".

@@ -82,11 +82,6 @@ void check_checkpoint(const Config& config) {
     throw ConfigError(where(config, "checkpoint.keep_latest_k"), "1 is not allowed",
                       "keep at least 2 checkpoints (a save can be interrupted), or 0 for all");
   }
-  if (c.enable) {
-    throw ConfigError(where(config, "checkpoint.enable"),
-                      "checkpoint save/resume is not available in this version of titan-train",
-                      "set checkpoint.enable = false");
-  }
 }
 
 // Both record a block's ops with the thread's one op tracer (see lib/ac/op_trace.h).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "util/json_cursor.h"
 
 namespace titan {
 
@@ -34,16 +35,6 @@ class TokenSource {
 // id >= vocab_size, naming the file (and line for jsonl).
 std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
                                                int64_t window, int64_t vocab_size);
-
-// A malformed JSON line: what() is "column C: <what is wrong>".
-class JsonSyntaxError : public std::runtime_error {
- public:
-  JsonSyntaxError(const std::string& what, size_t column);
-  size_t column() const { return column_; }
-
- private:
-  size_t column_;
-};
 
 // The "text" field of one JSON object (strict JSON: escapes, numbers and literals are checked;
 // nesting depth is limited only by the line's length). Throws JsonSyntaxError, nothing else

@@ -39,19 +39,12 @@ std::vector<HeaderDifference> header_differences(const FingerprintFile& a,
   return out;
 }
 
-std::vector<ConfigKeyDifference> config_differences(const std::string& path_a,
-                                                    const std::string& path_b) {
+std::vector<ConfigKeyDifference> config_file_differences(const std::string& path_a,
+                                                         const std::string& path_b) {
   Config ca, cb;
   apply_toml_file(ca, path_a);
   apply_toml_file(cb, path_b);
-  auto fa = config_fields(ca), fb = config_fields(cb);
-  std::vector<ConfigKeyDifference> out;
-  for (size_t i = 0; i < fa.size(); ++i) {
-    auto va = fa[i].has_value() ? fa[i].value_as_toml() : "unset";
-    auto vb = fb[i].has_value() ? fb[i].value_as_toml() : "unset";
-    if (va != vb) out.push_back({fa[i].name(), va, vb, !fa[i].excluded_from_hash});
-  }
-  return out;
+  return config_differences(ca, cb);
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -245,7 +238,7 @@ Comparison compare_runs(const std::string& run_a, const std::string& run_b,
     nb = read_numerics_log(*c.b.numerics);
   }
   if (c.a.config && c.b.config) {
-    c.config_keys = config_differences(*c.a.config, *c.b.config);
+    c.config_keys = config_file_differences(*c.a.config, *c.b.config);
     c.configs_compared = true;
   }
   c.header = header_differences(fa, fb);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.h"
 #include "metrics/numerics_log.h"
 
 namespace titan {
@@ -26,11 +27,6 @@ RunFiles locate_run(const std::string& arg);
 
 struct HeaderDifference {
   std::string key, a, b;  // a value is "(absent)" when only one file has the key
-};
-
-struct ConfigKeyDifference {
-  std::string key, a, b;  // TOML text; "unset" for an unset optional
-  bool hashed = true;     // part of the config hash (false: outputs, logging, threads, ...)
 };
 
 // One field of one step: "loss", "grad_norm", "lr", "tokens" or "params".

@@ -52,10 +52,18 @@ std::string FingerprintLog::format_step(int64_t step, double loss, double grad_n
   return line;
 }
 
-FingerprintLog::FingerprintLog(const std::string& path, const FingerprintHeader& header)
-    : file_(path, LineFile::Mode::kTruncate) {
-  file_.write(format_header(header));
+namespace {
+
+const std::string& prepared(const std::string& path, const std::string& header, int64_t resume_step) {
+  rewrite_log_through_step(path, header, resume_step);
+  return path;
 }
+
+}  // namespace
+
+FingerprintLog::FingerprintLog(const std::string& path, const FingerprintHeader& header,
+                               int64_t resume_step)
+    : file_(prepared(path, format_header(header), resume_step), LineFile::Mode::kAppend) {}
 
 void FingerprintLog::write_step(int64_t step, double loss, double grad_norm, double lr,
                                 int64_t tokens_seen, std::optional<uint64_t> checksum) {

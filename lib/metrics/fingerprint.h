@@ -35,8 +35,10 @@ struct FingerprintHeader {
 
 class FingerprintLog {
  public:
-  // Truncates `path` and writes the header. Throws RuntimeFailure naming the path.
-  FingerprintLog(const std::string& path, const FingerprintHeader& header);
+  // Writes the header to `path`, followed (for a run resumed after step `resume_step` > 0) by the
+  // old file's lines of steps up to it (see rewrite_log_through_step). Throws RuntimeFailure
+  // naming the path.
+  FingerprintLog(const std::string& path, const FingerprintHeader& header, int64_t resume_step = 0);
 
   // One whole line per step. Throws RuntimeFailure naming the path.
   void write_step(int64_t step, double loss, double grad_norm, double lr, int64_t tokens_seen,

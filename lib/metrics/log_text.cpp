@@ -40,13 +40,6 @@ std::vector<LogLine> split_log_lines(const std::string& text, const std::string&
   return lines;
 }
 
-std::vector<std::string> split_words(const std::string& line) {
-  std::vector<std::string> words;
-  std::istringstream in(line);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
-
 void throw_bad_line(const std::string& path, int64_t line, const std::string& message,
                     const std::string& hint) {
   throw ConfigError(fmt::format("{}:{}", path, line), message, hint);

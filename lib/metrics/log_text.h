@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "util/strings.h"
+
 namespace titan {
 
 struct LogLine {
@@ -19,8 +21,6 @@ std::string read_log_file(const std::string& path, const std::string& hint);
 // Lines of `text`. A non-empty last line without its newline means the file was cut short
 // (every writer ends each line with one): throws ConfigError naming that line.
 std::vector<LogLine> split_log_lines(const std::string& text, const std::string& path);
-
-std::vector<std::string> split_words(const std::string& line);
 
 // Throws ConfigError("<path>:<line>", message, hint).
 [[noreturn]] void throw_bad_line(const std::string& path, int64_t line, const std::string& message,

@@ -35,7 +35,17 @@ std::string format_json_line(const StepMetrics& m) {
       json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s));
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : file_(path, LineFile::Mode::kTruncate) {}
+namespace {
+
+const std::string& prepared(const std::string& path, int64_t resume_step) {
+  rewrite_log_through_step(path, "", resume_step);
+  return path;
+}
+
+}  // namespace
+
+JsonlWriter::JsonlWriter(const std::string& path, int64_t resume_step)
+    : file_(prepared(path, resume_step), LineFile::Mode::kAppend) {}
 
 void JsonlWriter::write(const StepMetrics& m) { file_.write(format_json_line(m)); }
 

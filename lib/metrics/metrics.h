@@ -33,7 +33,9 @@ std::string format_json_line(const StepMetrics& m);
 // metrics.jsonl: one whole line per logged step (see LineFile).
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path);  // truncates; throws RuntimeFailure
+  // Starts `path` empty, or (resume_step > 0) with the old file's lines of steps up to
+  // resume_step (see rewrite_log_through_step). Throws RuntimeFailure.
+  explicit JsonlWriter(const std::string& path, int64_t resume_step = 0);
   void write(const StepMetrics& m);               // throws RuntimeFailure
 
  private:

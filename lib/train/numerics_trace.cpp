@@ -43,9 +43,9 @@ OpOutputText op_output_text(const ac::OutputMeta& m) {
 
 NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
 
-void NumericsTracer::open(const std::string& path) {
-  file_ = std::make_unique<LineFile>(path, LineFile::Mode::kTruncate);
-  file_->write(numerics_header(to_string(level_), freq_));
+void NumericsTracer::open(const std::string& path, int64_t resume_step) {
+  rewrite_log_through_step(path, numerics_header(to_string(level_), freq_), resume_step);
+  file_ = std::make_unique<LineFile>(path, LineFile::Mode::kAppend);
 }
 
 NumericsTracer::~NumericsTracer() = default;
@@ -139,9 +139,10 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_
   return tracer;
 }
 
-void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder) {
+void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
+                       int64_t resume_step) {
   const std::string path = dump_folder + "/numerics.log";
-  if (tracer) return tracer->open(path);
+  if (tracer) return tracer->open(path, resume_step);
   std::error_code ec;
   std::filesystem::remove(path, ec);
 }

@@ -30,8 +30,9 @@ class NumericsTracer : public ForwardObserver {
   // Observes `model`'s forwards and remembers its parameters for the gradients.
   void attach(Transformer& model);
 
-  // Truncates `path` and writes the header. Throws RuntimeFailure naming the path.
-  void open(const std::string& path);
+  // Writes the header to `path`, followed (for a run resumed after step `resume_step` > 0) by the
+  // old file's steps up to it. Throws RuntimeFailure naming the path.
+  void open(const std::string& path, int64_t resume_step = 0);
 
   // Starts step `step`: traced when step % freq == 0.
   void begin_step(int64_t step);
@@ -77,6 +78,7 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_
 
 // Opens <dump_folder>/numerics.log for `tracer`, or, when it is null, removes a numerics.log an
 // earlier run left there (compare would read it as this run's). Call with the outputs.
-void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder);
+void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
+                       int64_t resume_step = 0);
 
 }  // namespace titan

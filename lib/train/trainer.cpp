@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <iostream>
 #include <ostream>
 
@@ -16,7 +15,6 @@
 #include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
-#include "util/stop_signal.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -73,12 +71,13 @@ Trainer::Trainer(RunContext& context)
   step_options_.autocast_bf16 = uses_bf16_autocast(ctx_.device, t.mixed_precision_param);
   step_options_.max_norm = t.max_norm;
   flops_per_token_ = flops_per_token(args_, t.seq_len);
+  resume_or_initialize();
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::start() {
-  open_numerics_log(numerics_.get(), config_.job.dump_folder);
+  open_numerics_log(numerics_.get(), config_.job.dump_folder, ctx_.resume_step);
   log_start();
 }
 
@@ -121,6 +120,7 @@ void Trainer::log_start() const {
     log << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
                        to_string(config_.debug.numerics_trace), config_.debug.numerics_freq);
   }
+  for (const auto& note : start_notes_) log << "[titan] " << note << "\n";
   log.flush();
 }
 
@@ -175,17 +175,6 @@ void Trainer::restore(const Snapshot& snapshot) {
   restore_rng_state(snapshot.state.rng);
 }
 
-void Trainer::stop_if_signalled() const {
-  const int signal = pending_stop_signal();
-  if (signal == 0) return;
-  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-  throw StoppedBySignal(signal, step_ == 0 ? fmt::format("stopped by {} before step 1", name)
-                                           : fmt::format("stopped by {} after step {}; "
-                                                         "metrics.jsonl and fingerprint.log "
-                                                         "are complete up to it",
-                                                         name, step_));
-}
-
 void Trainer::check_console() {
   if (console_failed_ || *ctx_.log) return;
   console_failed_ = true;
@@ -225,7 +214,7 @@ TrainSummary Trainer::train() {
   auto last_log = start;
   int64_t steps_since_log = 0;
   while (step_ < config_.training.steps) {
-    stop_if_signalled();
+    if (stop_requested()) break;
     StepResult r = train_step();
     summary.losses.push_back(r.loss);
     ++steps_since_log;
@@ -234,6 +223,7 @@ TrainSummary Trainer::train() {
       last_log = Clock::now();
       steps_since_log = 0;
     }
+    if (checkpoint_due(r.step)) save_checkpoint_now(r.step == config_.training.steps);
   }
   summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.seconds = seconds_since(start);

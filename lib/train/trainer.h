@@ -32,8 +32,11 @@ struct TrainSummary {
 class Trainer {
  public:
   // Validates what needs the model or data (memory, vocabulary, dataset files) before building
-  // anything heavy; throws ConfigError for those. Writes nothing: the app opens the context's
-  // output sinks after this succeeds. Requires: `context` outlives the Trainer.
+  // anything heavy; throws ConfigError for those. With checkpoint.enable, resumes from the latest
+  // complete checkpoint (or checkpoint.load_step) and sets context.resume_step; else loads
+  // checkpoint.initial_load_path when set. A damaged checkpoint is RuntimeFailure, one that does
+  // not fit the config ConfigError. Writes nothing: the app opens the context's output sinks
+  // after this succeeds. Requires: `context` outlives the Trainer.
   explicit Trainer(RunContext& context);
   ~Trainer();
 
@@ -41,7 +44,10 @@ class Trainer {
   // summary. Requires: the context's output sinks are open (the dump folder is locked).
   void start();
 
-  // Runs the remaining steps. Throws RuntimeFailure (exit 1) on a non-finite loss, and
+  // Runs the remaining steps, saving checkpoints when enabled (every checkpoint.interval steps
+  // and at the last). SIGTERM or SIGINT: with checkpoints, the current step ends, a checkpoint is
+  // saved and train() returns (a second signal aborts that save: StoppedBySignal); without,
+  // StoppedBySignal between steps. Throws RuntimeFailure (exit 1) on a non-finite loss, and
   // CheckFailure (exit 3) when debug.deterministic meets an op without a deterministic
   // implementation (unless deterministic_warn_only) or the recompute checker finds a difference.
   TrainSummary train();
@@ -63,8 +69,15 @@ class Trainer {
  private:
   void log_start() const;
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
-  // Throws StoppedBySignal when SIGTERM or SIGINT arrived (see util/stop_signal.h).
-  void stop_if_signalled() const;
+  // After SIGTERM or SIGINT (util/stop_signal.h): with checkpoints, saves one (unless this step
+  // has one) and returns true; without, throws StoppedBySignal. False when no signal arrived.
+  bool stop_requested();
+  // Checkpoints (trainer_checkpoint.cpp).
+  void resume_or_initialize();
+  void resume_from(int64_t step);
+  void load_initial_weights(const std::string& path);
+  bool checkpoint_due(int64_t step) const;
+  void save_checkpoint_now(bool final_save);
   // Warns once on stderr when the console stream fails (a closed pipe, a full disk).
   void check_console();
 
@@ -87,6 +100,9 @@ class Trainer {
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   bool console_failed_ = false;
+  std::string checkpoint_folder_;         // <dump_folder>/<checkpoint.folder>
+  int64_t last_saved_step_ = -1;          // the step of this run's latest checkpoint
+  std::vector<std::string> start_notes_;  // what was loaded, for the start-up log
 };
 
 }  // namespace titan

@@ -6,8 +6,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
+#include <utility>
+#include <algorithm>
 
 #include "util/error.h"
 
@@ -96,6 +99,89 @@ void LineFile::write(const std::string& lines) {
     throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(code));
   }
   size_ += static_cast<long long>(text.size());
+}
+
+namespace {
+
+// The step a log line starts, or -1 for a line that continues the previous one's.
+int64_t step_starting(const std::string& line) {
+  for (const char* prefix : {"step ", "end step ", "{\"step\": "}) {
+    const size_t n = std::strlen(prefix);
+    if (line.compare(0, n, prefix) != 0) continue;
+    char* end = nullptr;
+    const long long step = std::strtoll(line.c_str() + n, &end, 10);
+    if (end != line.c_str() + n) return step;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void rewrite_log_through_step(const std::string& path, const std::string& header,
+                              int64_t last_step) {
+  std::string kept = header;
+  if (last_step > 0) {
+    std::string old;
+    try {
+      old = read_file(path);
+    } catch (const std::system_error&) {
+      old.clear();  // nothing to continue: the header alone
+    }
+    int64_t step = 0;
+    for (size_t begin = 0, end; (end = old.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      const std::string line = old.substr(begin, end - begin + 1);
+      const int64_t starts = step_starting(line);
+      if (starts >= 0) step = starts;
+      if (step >= 1 && step <= last_step) kept += line;
+    }
+  }
+  write_file_atomically(path, kept);
+}
+
+void fsync_folder(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int code = fd < 0 ? errno : 0;
+  if (fd >= 0 && ::fsync(fd) != 0) code = errno;
+  if (fd >= 0) ::close(fd);
+  if (code != 0) throw RuntimeFailure("cannot flush folder " + path + ": " + std::strerror(code));
+}
+
+HashedFileWriter::HashedFileWriter(std::string path, std::function<bool()> should_abort)
+    : path_(std::move(path)), should_abort_(std::move(should_abort)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(errno));
+}
+
+HashedFileWriter::~HashedFileWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  std::remove(path_.c_str());
+}
+
+void HashedFileWriter::write(const void* data, size_t n) {
+  constexpr size_t kPiece = size_t(64) << 20;
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    if (should_abort_ && should_abort_()) throw WriteAborted("writing " + path_ + " was aborted");
+    const size_t piece = std::min(n, kPiece);
+    hash_.update(p, piece);
+    if (int code = write_all(fd_, p, piece)) {
+      throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(code));
+    }
+    p += piece;
+    n -= piece;
+  }
+}
+
+HashedFileWriter::Record HashedFileWriter::finish() {
+  int code = ::fsync(fd_) != 0 ? errno : 0;
+  if (::close(fd_) != 0 && code == 0) code = errno;
+  fd_ = -1;
+  if (code != 0) {
+    std::remove(path_.c_str());
+    throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(code));
+  }
+  return Record{hash_.size(), hash_.digest()};
 }
 
 }  // namespace titan

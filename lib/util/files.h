@@ -1,7 +1,12 @@
 // Reading and writing whole files, and line-at-a-time logs that never hold a partial line.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
+
+#include "util/hash.h"
 
 namespace titan {
 
@@ -37,6 +42,54 @@ class LineFile {
   std::string path_;
   int fd_ = -1;
   long long size_ = 0;  // bytes of complete lines written so far
+};
+
+// Prepares the line log `path` for a run that continues from step `last_step` (0: a fresh run):
+// the file becomes `header` followed by the old file's lines of steps 1..last_step, written
+// atomically; the run then appends to it (LineFile kAppend). A line starting with "step S",
+// "end step S" or "{\"step\": S" belongs to step S, any other line to the step of the line
+// before it (0 before the first: the old header, replaced); an unterminated last line (a kill
+// mid-write) is dropped. A missing file counts as empty.
+void rewrite_log_through_step(const std::string& path, const std::string& header,
+                              int64_t last_step);
+
+// Flushes a folder's entries (a file renamed into it) to disk. Throws RuntimeFailure.
+void fsync_folder(const std::string& path);
+
+// Thrown by HashedFileWriter::write when its abort predicate asked to stop.
+class WriteAborted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A new file written in pieces, its bytes hashed on the way (digest == hash_bytes of the whole
+// file) and flushed to disk (fsync) by finish(). Meant for the files of a folder that is renamed
+// into place once complete (checkpoints, exports).
+class HashedFileWriter {
+ public:
+  // Creates `path`, which must not exist. `should_abort`, when set, is polled before each piece
+  // of at most 64 MiB that reaches the disk. Throws RuntimeFailure naming the path.
+  explicit HashedFileWriter(std::string path, std::function<bool()> should_abort = {});
+  ~HashedFileWriter();  // an unfinished file is closed and removed
+  HashedFileWriter(const HashedFileWriter&) = delete;
+  HashedFileWriter& operator=(const HashedFileWriter&) = delete;
+
+  // Appends n bytes. Throws RuntimeFailure (I/O error, naming the path and the reason) or
+  // WriteAborted.
+  void write(const void* data, size_t n);
+
+  struct Record {
+    uint64_t size = 0;
+    uint64_t checksum = 0;  // hash_bytes of the contents
+  };
+  // Flushes and closes the file. Throws RuntimeFailure.
+  Record finish();
+
+ private:
+  std::string path_;
+  std::function<bool()> should_abort_;
+  int fd_ = -1;
+  StreamingHash hash_;
 };
 
 }  // namespace titan

@@ -34,6 +34,20 @@ uint64_t hash_chunk(const unsigned char* p, size_t n) {
   return avalanche(h);
 }
 
+// Appends the hashes of the consecutive kChunk pieces of p[0, n) (the last may be shorter),
+// computed in parallel.
+void append_chunk_hashes(const unsigned char* p, size_t n, std::vector<uint64_t>& hashes) {
+  const size_t first = hashes.size();
+  const auto chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+  hashes.resize(first + static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const size_t offset = static_cast<size_t>(c) * kChunk;
+      hashes[first + static_cast<size_t>(c)] = hash_chunk(p + offset, std::min(kChunk, n - offset));
+    }
+  });
+}
+
 }  // namespace
 
 uint64_t splitmix64(uint64_t& state) {
@@ -61,16 +75,37 @@ uint64_t hash_combine(uint64_t seed, uint64_t value) {
 uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   if (n <= kChunk) return hash_chunk(p, n);
-  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
-  std::vector<uint64_t> hashes(chunks);
-  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const size_t offset = static_cast<size_t>(c) * kChunk;
-      hashes[c] = hash_chunk(p + offset, std::min(kChunk, n - offset));
-    }
-  });
+  std::vector<uint64_t> hashes;
+  append_chunk_hashes(p, n, hashes);
   uint64_t h = n;
   for (uint64_t x : hashes) h = hash_combine(h, x);
+  return h;
+}
+
+void StreamingHash::update(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_ += n;
+  if (!pending_.empty()) {
+    const size_t take = std::min(n, kChunk - pending_.size());
+    pending_.append(reinterpret_cast<const char*>(p), take);
+    p += take;
+    n -= take;
+    if (pending_.size() < kChunk) return;
+    chunk_hashes_.push_back(hash_chunk(reinterpret_cast<const unsigned char*>(pending_.data()),
+                                       kChunk));
+    pending_.clear();
+  }
+  const size_t whole = n - n % kChunk;
+  if (whole > 0) append_chunk_hashes(p, whole, chunk_hashes_);
+  pending_.assign(reinterpret_cast<const char*>(p + whole), n - whole);
+}
+
+uint64_t StreamingHash::digest() const {
+  const auto* rest = reinterpret_cast<const unsigned char*>(pending_.data());
+  if (size_ <= kChunk) return chunk_hashes_.empty() ? hash_chunk(rest, pending_.size()) : chunk_hashes_[0];
+  uint64_t h = size_;
+  for (uint64_t x : chunk_hashes_) h = hash_combine(h, x);
+  if (!pending_.empty()) h = hash_combine(h, hash_chunk(rest, pending_.size()));
   return h;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace titan {
@@ -14,6 +15,20 @@ namespace titan {
 // hash. Large buffers are split into fixed 1 MiB chunks hashed in parallel (at::parallel_for)
 // and combined in order, so the result does not depend on the thread count.
 uint64_t hash_bytes(const void* data, size_t n);
+
+// hash_bytes over bytes that arrive in pieces (a file being written): after update() with the
+// pieces p1, p2, ..., digest() equals hash_bytes of their concatenation, whatever the pieces.
+class StreamingHash {
+ public:
+  void update(const void* data, size_t n);
+  uint64_t digest() const;
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<uint64_t> chunk_hashes_;  // of the complete 1 MiB chunks so far
+  std::string pending_;                 // the bytes after them (less than a chunk)
+  size_t size_ = 0;
+};
 
 // Order-dependent combination of two hashes.
 uint64_t hash_combine(uint64_t seed, uint64_t value);

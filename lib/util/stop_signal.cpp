@@ -6,9 +6,11 @@ namespace titan {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_count = 0;
 
 extern "C" void record_stop_signal(int signal) {
   if (g_signal == 0) g_signal = signal;
+  if (g_count < 1000) g_count = g_count + 1;
 }
 
 }  // namespace
@@ -24,5 +26,7 @@ void install_stop_signal_handlers() {
 }
 
 int pending_stop_signal() { return g_signal; }
+
+int stop_signal_count() { return g_count; }
 
 }  // namespace titan

@@ -20,6 +20,12 @@ std::string join_quoted(const std::vector<std::string>& items);
 // Appends code point `cp` (at most 0x10FFFF) to `out` encoded as UTF-8.
 void append_utf8(std::string& out, uint32_t cp);
 
+// The words of `line`, split at runs of whitespace.
+std::vector<std::string> split_words(const std::string& line);
+
+bool starts_with(const std::string& s, const std::string& prefix);
+bool ends_with(const std::string& s, const std::string& suffix);
+
 // 1234567 -> "1,234,567".
 std::string with_thousands(long long value);
 

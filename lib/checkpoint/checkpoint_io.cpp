@@ -1,0 +1,279 @@
+#include "checkpoint/checkpoint_io.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <system_error>
+
+#include "util/error.h"
+#include "util/files.h"
+#include "util/hash.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kManifest = "manifest.txt";
+constexpr const char* kManifestFormat = "titan-train checkpoint 1";
+
+struct FileEntry {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+};
+
+struct Manifest {
+  ManifestSummary summary;
+  std::vector<FileEntry> files;
+};
+
+std::string format_manifest(const CheckpointContents& c, const std::vector<FileEntry>& files) {
+  std::string text = fmt::format("{}\nstep {}\nkind {}\nconfig_hash {:#018x}\n", kManifestFormat,
+                                 c.step, c.model_only ? "model_only" : "full", c.config_hash);
+  for (const auto& f : files) text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
+  return text;
+}
+
+// Parses "0x..." or decimal; false when `text` is not entirely a number.
+bool parse_u64(const std::string& text, uint64_t& value) {
+  if (text.empty() || text[0] == '-') return false;
+  size_t used = 0;
+  try {
+    value = std::stoull(text, &used, 0);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == text.size();
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  std::string line;
+  int line_number = 0;
+  auto fail = [&](const std::string& what) {
+    throw RuntimeFailure(fmt::format("{}:{}: {}", path, line_number, what),
+                         "the checkpoint is damaged; load another one (checkpoint.load_step)");
+  };
+  Manifest m;
+  bool has_step = false, has_kind = false, has_hash = false;
+  while (std::getline(in, line)) {
+    ++line_number;
+    auto words = split_words(line);
+    if (line_number == 1) {
+      if (line != kManifestFormat) fail(fmt::format("expected \"{}\"", kManifestFormat));
+      continue;
+    }
+    uint64_t a = 0, b = 0;
+    if (words.size() == 2 && words[0] == "step" && parse_u64(words[1], a)) {
+      m.summary.step = static_cast<int64_t>(a);
+      has_step = true;
+    } else if (words.size() == 2 && words[0] == "kind" &&
+               (words[1] == "full" || words[1] == "model_only")) {
+      m.summary.model_only = words[1] == "model_only";
+      has_kind = true;
+    } else if (words.size() == 2 && words[0] == "config_hash" && parse_u64(words[1], a)) {
+      m.summary.config_hash = a;
+      has_hash = true;
+    } else if (words.size() == 4 && words[0] == "file" && parse_u64(words[2], a) &&
+               parse_u64(words[3], b) && words[1].find('/') == std::string::npos) {
+      m.files.push_back({words[1], a, b});
+    } else {
+      fail(fmt::format("unexpected line \"{}\"", line));
+    }
+  }
+  if (line_number == 0) fail("empty manifest");
+  if (!has_step || !has_kind || !has_hash) fail("the manifest lacks its step, kind or config_hash");
+  return m;
+}
+
+Manifest read_manifest(const std::string& step_folder) {
+  const std::string path = step_folder + "/" + kManifest;
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const std::system_error& e) {
+    throw RuntimeFailure(fmt::format("{}: {}", path, e.code().message()),
+                         "not a complete checkpoint; load another one (checkpoint.load_step)");
+  }
+  return parse_manifest(text, path);
+}
+
+// Writes one file of the checkpoint through `write` and records it.
+template <class Write>
+void write_file(const std::string& folder, const std::string& name,
+                const std::function<bool()>& should_abort, std::vector<FileEntry>& files,
+                Write write) {
+  HashedFileWriter out(folder + "/" + name, should_abort);
+  write(out);
+  const auto record = out.finish();
+  files.push_back({name, record.size, record.checksum});
+}
+
+void write_text(HashedFileWriter& out, const std::string& text) { out.write(text.data(), text.size()); }
+
+void remove_stale_temporaries(const fs::path& folder) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (starts_with(name, ".step-") && ends_with(name, ".tmp")) fs::remove_all(entry.path(), ec);
+  }
+}
+
+// Step N of a folder named "step-N", or -1.
+int64_t step_of_folder_name(const std::string& name) {
+  uint64_t step = 0;
+  if (!starts_with(name, "step-") || !parse_u64(name.substr(5), step)) return -1;
+  if (name.size() > 5 && !std::isdigit(static_cast<unsigned char>(name[5]))) return -1;
+  return static_cast<int64_t>(step);
+}
+
+std::string read_checked(const std::string& folder, const FileEntry& f) {
+  const std::string path = folder + "/" + f.name;
+  const std::string hint = "the checkpoint is damaged; load another one (checkpoint.load_step)";
+  std::string bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const std::system_error& e) {
+    throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
+                         hint);
+  }
+  if (bytes.size() != f.size) {
+    throw RuntimeFailure(fmt::format("{}: {} bytes, the manifest says {} (truncated or extended)",
+                                     path, bytes.size(), f.size),
+                         hint);
+  }
+  if (hash_bytes(bytes.data(), bytes.size()) != f.checksum) {
+    throw RuntimeFailure(
+        fmt::format("{}: the contents do not match the manifest's checksum (damaged)", path), hint);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string checkpoint_folder_name(int64_t step) { return fmt::format("step-{}", step); }
+
+SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& c,
+                           const std::function<bool()>& should_abort) {
+  const auto start = std::chrono::steady_clock::now();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw RuntimeFailure(fmt::format("cannot create {}: {}", folder, ec.message()));
+  remove_stale_temporaries(folder);
+  const std::string name = checkpoint_folder_name(c.step);
+  const std::string final_path = folder + "/" + name;
+  const std::string tmp = folder + "/." + name + ".tmp";
+  if (!fs::create_directory(tmp, ec) || ec) {
+    throw RuntimeFailure(fmt::format("cannot create {}: {}", tmp, ec.message()));
+  }
+  SaveRecord record;
+  try {
+    std::vector<FileEntry> files;
+    write_file(tmp, "model.safetensors", should_abort, files, [&](HashedFileWriter& out) {
+      write_safetensors(out, c.model, {{"format", "pt"}});
+    });
+    if (!c.model_only) {
+      write_file(tmp, "optimizer.safetensors", should_abort, files, [&](HashedFileWriter& out) {
+        write_safetensors(out, c.optimizer, c.optimizer_metadata);
+      });
+      write_file(tmp, "train_state.bin", should_abort, files, [&](HashedFileWriter& out) {
+        write_text(out, encode_train_state(c.state));
+      });
+    }
+    write_file(tmp, "config.toml", should_abort, files,
+               [&](HashedFileWriter& out) { write_text(out, c.config_toml); });
+    std::vector<FileEntry> listed = files;
+    write_file(tmp, kManifest, should_abort, files,
+               [&](HashedFileWriter& out) { write_text(out, format_manifest(c, listed)); });
+    fsync_folder(tmp);
+    for (const auto& f : files) record.bytes += f.size;
+    if (fs::exists(final_path, ec)) {
+      // Replaced only now that the new one is complete; the old copy goes to a temporary name
+      // that the next save removes if this process dies before deleting it.
+      const std::string replaced = folder + "/." + name + ".replaced.tmp";
+      fs::rename(final_path, replaced);
+      fs::rename(tmp, final_path);
+      fs::remove_all(replaced, ec);
+    } else {
+      fs::rename(tmp, final_path);
+    }
+    fsync_folder(folder);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw RuntimeFailure(fmt::format("cannot save {}: {}", final_path, e.what()));
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  record.path = final_path;
+  record.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return record;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& folder) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const int64_t step = step_of_folder_name(entry.path().filename().string());
+    if (step >= 0 && fs::is_regular_file(entry.path() / kManifest, ec)) steps.push_back(step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep) {
+  std::vector<int64_t> removed;
+  if (keep <= 0) return removed;
+  auto steps = checkpoint_steps(folder);
+  const auto excess = static_cast<int64_t>(steps.size()) - keep;
+  for (int64_t i = 0; i < excess; ++i) {
+    std::error_code ec;
+    fs::remove_all(folder + "/" + checkpoint_folder_name(steps[i]), ec);
+    if (!ec) removed.push_back(steps[i]);
+  }
+  return removed;
+}
+
+ManifestSummary read_manifest_summary(const std::string& step_folder) {
+  return read_manifest(step_folder).summary;
+}
+
+CheckpointContents load_checkpoint(const std::string& step_folder) {
+  const Manifest m = read_manifest(step_folder);
+  std::vector<std::string> required = {"model.safetensors", "config.toml"};
+  if (!m.summary.model_only) {
+    required.insert(required.end(), {"optimizer.safetensors", "train_state.bin"});
+  }
+  std::map<std::string, std::string> bytes;
+  for (const auto& f : m.files) bytes[f.name] = read_checked(step_folder, f);
+  for (const auto& name : required) {
+    if (!bytes.count(name)) {
+      throw RuntimeFailure(fmt::format("{}/{}: not listed in the manifest", step_folder, name),
+                           "the checkpoint is damaged; load another one (checkpoint.load_step)");
+    }
+  }
+  CheckpointContents c;
+  c.step = m.summary.step;
+  c.model_only = m.summary.model_only;
+  c.config_hash = m.summary.config_hash;
+  c.config_toml = bytes["config.toml"];
+  c.model = parse_safetensors(bytes["model.safetensors"], step_folder + "/model.safetensors").tensors;
+  if (!c.model_only) {
+    auto optimizer =
+        parse_safetensors(bytes["optimizer.safetensors"], step_folder + "/optimizer.safetensors");
+    c.optimizer = std::move(optimizer.tensors);
+    c.optimizer_metadata = std::move(optimizer.metadata);
+    c.state = decode_train_state(bytes["train_state.bin"], step_folder + "/train_state.bin");
+  }
+  return c;
+}
+
+}  // namespace titan

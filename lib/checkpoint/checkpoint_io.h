@@ -1,0 +1,76 @@
+// Checkpoint folders on disk: <folder>/step-N/ holds
+//   model.safetensors      the parameters under torchtitan's names
+//   optimizer.safetensors  AdamW's per-parameter state; steps and hyperparameters in its metadata
+//   train_state.bin        the TrainState (encode_train_state)
+//   config.toml            the resolved config of the run that saved it
+//   manifest.txt           written last: format, step, kind, config hash, and each file's size
+//                          and checksum (hash_bytes)
+// A model-only checkpoint (the final save with checkpoint.last_save_model_only) has
+// model.safetensors, config.toml and manifest.txt only.
+//
+// Contract: a step-N/ folder is complete or absent. It is written as .step-N.tmp/ (every file
+// fsynced, the manifest last), renamed into place, and the rename flushed; a kill at any moment
+// leaves at worst a .step-N.tmp/ folder, which the next save removes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "checkpoint/train_state.h"
+
+namespace titan {
+
+struct CheckpointContents {
+  int64_t step = 0;
+  bool model_only = false;
+  uint64_t config_hash = 0;
+  std::string config_toml;
+  std::vector<NamedTensor> model;
+  // Full checkpoints only:
+  std::vector<NamedTensor> optimizer;
+  SafetensorsMetadata optimizer_metadata;
+  TrainState state;
+};
+
+struct SaveRecord {
+  std::string path;    // the step-N folder
+  uint64_t bytes = 0;  // all files together
+  double seconds = 0;  // from the first byte to the flushed rename
+};
+
+// "step-N" (the folder's name for step N).
+std::string checkpoint_folder_name(int64_t step);
+
+// Writes `contents` as <folder>/step-<step>/, creating `folder`, after removing stale .step-*.tmp
+// folders. A step-N/ already there is replaced only after the new one is complete. `should_abort`
+// is polled between pieces of the files: when it returns true the temporary folder is removed
+// and WriteAborted is thrown, leaving every complete checkpoint untouched. Throws RuntimeFailure
+// for I/O errors (the temporary folder removed as well).
+SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& contents,
+                           const std::function<bool()>& should_abort = {});
+
+// Steps of the step-N/ folders under `folder` that hold a manifest, ascending; empty when the
+// folder does not exist.
+std::vector<int64_t> checkpoint_steps(const std::string& folder);
+
+// Deletes all but the `keep` latest checkpoints (keep 0: none deleted). Returns the steps
+// deleted. Requires: called after a save completed, so the latest is complete.
+std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
+
+// Reads <step_folder>, checking the manifest first: every listed file present, with its size and
+// checksum. Throws RuntimeFailure naming the damaged or missing file, with a hint to load
+// another step (checkpoint.load_step). Modifies nothing.
+CheckpointContents load_checkpoint(const std::string& step_folder);
+
+// Only the manifest's step, kind and config hash, checked for format (not the files).
+struct ManifestSummary {
+  int64_t step = 0;
+  bool model_only = false;
+  uint64_t config_hash = 0;
+};
+ManifestSummary read_manifest_summary(const std::string& step_folder);
+
+}  // namespace titan

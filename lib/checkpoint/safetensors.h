@@ -1,0 +1,46 @@
+// The safetensors format (Hugging Face's, read by `safetensors.torch.load_file`): an 8-byte
+// little-endian header length N, N bytes of JSON header
+//   {"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"<key>": "<string>", ...}}
+// padded with spaces to a multiple of 8, then the tensors' raw little-endian bytes; offsets
+// count from the end of the header.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/files.h"
+
+namespace titan {
+
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;
+};
+
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+// Writes `tensors` (in order, packed) and `metadata` to `out`. Tensors on another device or not
+// contiguous are copied first. Throws RuntimeFailure for a dtype safetensors has no name for
+// (complex, quantized), and whatever `out` throws.
+void write_safetensors(HashedFileWriter& out, const std::vector<NamedTensor>& tensors,
+                       const SafetensorsMetadata& metadata);
+
+struct SafetensorsContents {
+  std::vector<NamedTensor> tensors;  // CPU, owning their memory, in the header's order
+  SafetensorsMetadata metadata;
+
+  // The tensor called `name`, or an undefined tensor.
+  at::Tensor find(const std::string& name) const;
+};
+
+// Parses a whole file's bytes. Everything is checked before a tensor is built: the header length,
+// the JSON (with its column), each entry's dtype, shape and offsets (inside the data, matching
+// the shape, not overlapping), duplicate names. Throws RuntimeFailure naming `source` (the file)
+// and what is wrong.
+SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source);
+
+}  // namespace titan

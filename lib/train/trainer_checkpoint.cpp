@@ -1,0 +1,216 @@
+// The Trainer's checkpoint policy: which checkpoint (or initial weights) a run starts from, when
+// it saves, and what it logs. The folder format is lib/checkpoint's.
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+#include <system_error>
+
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/model_checkpoint.h"
+#include "config/loader.h"
+#include "config/schema.h"
+#include "determinism/rng_state.h"
+#include "metrics/fingerprint.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/stop_signal.h"
+
+namespace titan {
+namespace {
+
+const char* signal_name(int signal) {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+at::ScalarType export_scalar_type(ExportDtype dtype) {
+  switch (dtype) {
+    case ExportDtype::kFloat32:
+      return at::kFloat;
+    case ExportDtype::kBfloat16:
+      return at::kBFloat16;
+  }
+  throw std::logic_error("unhandled ExportDtype");
+}
+
+std::string steps_list(const std::vector<int64_t>& steps) {
+  if (steps.empty()) return "none";
+  std::vector<std::string> names;
+  for (int64_t s : steps) names.push_back(std::to_string(s));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The hashed keys whose values differ from those the checkpoint was saved with.
+std::vector<std::string> changed_keys(const std::string& saved_toml, const std::string& source,
+                                      const Config& current) {
+  Config saved;
+  try {
+    apply_toml(saved, saved_toml, source);
+  } catch (const std::exception& e) {
+    return {fmt::format("(its config.toml cannot be read: {})", e.what())};
+  }
+  std::vector<std::string> out;
+  for (const auto& d : config_differences(saved, current)) {
+    if (d.hashed) out.push_back(fmt::format("{} {} -> {}", d.key, d.a, d.b));
+  }
+  return out;
+}
+
+}  // namespace
+
+void Trainer::resume_or_initialize() {
+  const auto& c = config_.checkpoint;
+  checkpoint_folder_ = config_.job.dump_folder + "/" + c.folder;
+  if (c.enable) {
+    const auto steps = checkpoint_steps(checkpoint_folder_);
+    if (c.load_step >= 0) {
+      if (std::find(steps.begin(), steps.end(), c.load_step) == steps.end()) {
+        throw ConfigError("checkpoint.load_step",
+                          fmt::format("{} has no complete checkpoint step-{} (complete: {})",
+                                      checkpoint_folder_, c.load_step, steps_list(steps)),
+                          "pick one of those, or -1 for the latest");
+      }
+      return resume_from(c.load_step);
+    }
+    if (!steps.empty()) return resume_from(steps.back());
+  }
+  if (!c.initial_load_path.empty()) load_initial_weights(c.initial_load_path);
+}
+
+void Trainer::resume_from(int64_t step) {
+  const std::string path = checkpoint_folder_ + "/" + checkpoint_folder_name(step);
+  const CheckpointContents c = load_checkpoint(path);
+  check_parameters_match(*model_, c.model, path,
+                         "the checkpoint was saved for another model shape: restore the model "
+                         "keys of its config.toml, or use another checkpoint.folder");
+  if (c.step > config_.training.steps) {
+    throw ConfigError("training.steps",
+                      fmt::format("{} is below the step of the checkpoint to resume ({})",
+                                  config_.training.steps, path),
+                      "raise training.steps, or pick an earlier checkpoint.load_step");
+  }
+  if (c.model_only && c.step < config_.training.steps) {
+    throw ConfigError(path,
+                      "a model-only checkpoint (checkpoint.last_save_model_only) cannot resume "
+                      "training: it has no optimizer or data state",
+                      "resume from a full checkpoint (checkpoint.load_step), or start from its "
+                      "weights at step 0 with checkpoint.initial_load_path");
+  }
+  if (c.model_only) {
+    load_parameters(*model_, c.model);
+    step_ = c.step;
+    start_notes_.push_back(fmt::format("checkpoint: {} is the run's final save: nothing to train",
+                                       path));
+    ctx_.resume_step = step_;
+    return;
+  }
+  restore_full_checkpoint(c, path + "/optimizer.safetensors", *model_, *optimizer_);
+  step_ = c.state.step;
+  tokens_seen_ = c.state.tokens_seen;
+  loader_->load_state(c.state.loader);
+  restore_rng_state(c.state.rng);
+  last_saved_step_ = step_;
+  ctx_.resume_step = step_;
+  start_notes_.push_back(fmt::format("checkpoint: resumed from {} (step {})", path, step_));
+  if (c.config_hash != config_hash(config_)) {
+    // The config's hyperparameters win over the saved ones; the lr follows the schedule anyway.
+    for (auto& group : optimizer_->param_groups()) {
+      auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
+      o.betas({config_.optimizer.beta1, config_.optimizer.beta2})
+          .eps(config_.optimizer.eps)
+          .weight_decay(config_.optimizer.weight_decay);
+    }
+    auto keys = changed_keys(c.config_toml, path + "/config.toml", config_);
+    start_notes_.push_back(fmt::format(
+        "warning: {} was saved with another config; changed: {}; the new values apply from "
+        "step {}",
+        path, keys.empty() ? "(no key: another titan-train version)" : fmt::format("{}", fmt::join(keys, ", ")),
+        step_ + 1));
+  }
+}
+
+void Trainer::load_initial_weights(const std::string& path) {
+  const char* key = "checkpoint.initial_load_path";
+  const std::string hint =
+      "initial_load_path names a .safetensors file or a checkpoint folder (step-N) holding this "
+      "model's parameters under torchtitan's names";
+  std::vector<NamedTensor> tensors;
+  std::error_code ec;
+  try {
+    if (std::filesystem::is_directory(path, ec)) {
+      tensors = load_checkpoint(path).model;
+    } else {
+      tensors = parse_safetensors(read_file(path), path).tensors;
+    }
+  } catch (const std::system_error& e) {
+    throw ConfigError(key, fmt::format("{}: {}", path, e.code().message()), hint);
+  } catch (const RuntimeFailure& e) {
+    throw ConfigError(key, e.what(), e.hint().empty() ? hint : e.hint());
+  }
+  check_parameters_match(*model_, tensors, path, hint);
+  load_parameters(*model_, tensors);
+  start_notes_.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
+                                     path, tensors.size()));
+}
+
+bool Trainer::checkpoint_due(int64_t step) const {
+  const auto& c = config_.checkpoint;
+  return c.enable && (step % c.interval == 0 || step == config_.training.steps);
+}
+
+void Trainer::save_checkpoint_now(bool final_save) {
+  const auto& c = config_.checkpoint;
+  const bool model_only = final_save && c.last_save_model_only;
+  CheckpointContents contents;
+  if (model_only) {
+    contents.model = parameters_as(named_parameters(*model_), export_scalar_type(c.export_dtype));
+  } else {
+    contents = full_checkpoint(*model_, *optimizer_, state());
+  }
+  contents.step = step_;
+  contents.model_only = model_only;
+  contents.config_hash = config_hash(config_);
+  contents.config_toml = to_toml(config_);
+  SaveRecord record;
+  try {
+    record = save_checkpoint(checkpoint_folder_, contents, [] { return stop_signal_count() >= 2; });
+  } catch (const WriteAborted&) {
+    const auto steps = checkpoint_steps(checkpoint_folder_);
+    throw StoppedBySignal(
+        pending_stop_signal(),
+        fmt::format("a second {} aborted the save of step-{}; the complete checkpoints are "
+                    "untouched (latest: {})",
+                    signal_name(pending_stop_signal()), step_,
+                    steps.empty() ? "none" : checkpoint_folder_name(steps.back())));
+  }
+  last_saved_step_ = step_;
+  const auto removed = prune_checkpoints(checkpoint_folder_, c.keep_latest_k);
+  *ctx_.log << fmt::format("[titan] checkpoint: saved {} ({}, {:.1f} MiB) in {:.2f} s{}\n",
+                           record.path, model_only ? "model only" : "full",
+                           static_cast<double>(record.bytes) / (1 << 20), record.seconds,
+                           removed.empty() ? "" : "; removed steps " + steps_list(removed));
+  ctx_.log->flush();
+}
+
+bool Trainer::stop_requested() {
+  const int signal = pending_stop_signal();
+  if (signal == 0) return false;
+  if (!config_.checkpoint.enable) {
+    throw StoppedBySignal(signal, step_ == 0 ? fmt::format("stopped by {} before step 1",
+                                                           signal_name(signal))
+                                             : fmt::format("stopped by {} after step {}; "
+                                                           "metrics.jsonl and fingerprint.log "
+                                                           "are complete up to it",
+                                                           signal_name(signal), step_));
+  }
+  if (step_ > 0 && last_saved_step_ != step_) save_checkpoint_now(false);
+  *ctx_.log << fmt::format("[titan] stopped by {} after step {}{}\n", signal_name(signal), step_,
+                           step_ > 0 ? fmt::format("; checkpoint step-{} is saved: run the same "
+                                                   "command to resume",
+                                                   step_)
+                                     : "");
+  return true;
+}
+
+}  // namespace titan
