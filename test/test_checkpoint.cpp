@@ -10,6 +10,7 @@
 #include "checkpoint/safetensors.h"
 #include "test_util.h"
 #include "util/files.h"
+#include "util/strings.h"
 
 using namespace titan;
 namespace fs = std::filesystem;
@@ -106,15 +107,27 @@ TEST_CASE("checkpoint: SIGTERM ends the step, saves, exits 0, and the resumed ru
 
 TEST_CASE("checkpoint: a second SIGTERM aborts the save, keeps the previous checkpoint, exits 143",
           "[checkpoint]") {
+  // debugmodel: a save of ~75 MB, long enough to land the second signal inside it. Signals sent
+  // back to back would merge into one (the kernel does not queue them).
   auto dir = test::temp_dir("ckpt_twice");
-  const std::string flags = run_flags(dir, 400, std::string(kSaving) + "--checkpoint.interval 5");
-  auto r = test::run_shell(signal_at_step(flags, dir, 12, "kill -TERM $p; kill -TERM $p"));
+  const std::string flags =
+      run_flags(dir, 400, std::string(kSaving) + "--model.flavor debugmodel --checkpoint.interval 2");
+  const std::string during_save =
+      "while kill -0 $p 2>/dev/null; do set -- " + dir +
+      "/checkpoint/.step-*.tmp; [ -e \"$1\" ] && break; done; kill -TERM $p";
+  auto r = test::run_shell(signal_at_step(flags, dir, 3, "kill -TERM $p; " + during_save));
   CHECK_THAT(r.output, Catch::EndsWith("exit 143\n"));
   auto log = test::read_text(dir + ".log");
-  CHECK_THAT(log, Catch::Contains("a second SIGTERM aborted the save of step-"));
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      log, m, std::regex(R"(a second SIGTERM aborted the save of step-(\d+); .* \(latest: step-(\d+)\))")));
   for (const auto& entry : fs::directory_iterator(dir + "/checkpoint")) {
     CHECK_FALSE(ends_with(entry.path().string(), ".tmp"));
   }
+  const auto steps = checkpoint_steps(dir + "/checkpoint");
+  REQUIRE_FALSE(steps.empty());
+  CHECK(steps.back() == std::stoll(m[2]));
+  CHECK(std::stoll(m[1]) > steps.back());
   auto exported = test::run_titan("export " + dir + "/checkpoint -o " + dir + "/w.safetensors");
   CHECK(exported.exit_code == 0);  // the latest complete checkpoint still loads
 }
@@ -208,7 +221,7 @@ TEST_CASE("checkpoint: a truncated, flipped or missing file is named, exit 1, no
   CHECK(earlier.exit_code == 0);  // the hint works
 }
 
-TEST_CASE("checkpoint: a shape change is refused naming the tensor; a new lr is a warning",
+TEST_CASE("checkpoint: a shape change is refused naming the tensor, a new lr is a warning",
           "[checkpoint]") {
   auto dir = test::temp_dir("ckpt_config");
   const std::string flags = run_flags(dir, 4, std::string(kSaving) + "--checkpoint.interval 2");

@@ -53,7 +53,7 @@ TEST_CASE("hash: StreamingHash over any pieces equals hash_bytes of the whole", 
   }
 }
 
-TEST_CASE("safetensors: written files parse back bitwise; damaged ones are refused by name",
+TEST_CASE("safetensors: written files parse back bitwise, damaged ones are refused by name",
           "[checkpoint]") {
   auto dir = test::temp_dir("safetensors");
   std::vector<NamedTensor> tensors = {{"a.weight", at::randn({3, 4})},
