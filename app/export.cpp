@@ -33,7 +33,8 @@ at::ScalarType parse_dtype(const std::string& text) {
 ExportRequest parse_export_args(const std::vector<std::string>& args) {
   ExportRequest r;
   auto value = [&](size_t& i, const std::string& flag) -> const std::string& {
-    if (i + 1 == args.size()) throw ConfigError(flag, "needs a value", "see titan-train export --help");
+    if (i + 1 == args.size())
+      throw ConfigError(flag, "needs a value", "see titan-train export --help");
     return args[++i];
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -58,7 +59,8 @@ ExportRequest parse_export_args(const std::vector<std::string>& args) {
   }
   if (r.help) return r;
   if (r.checkpoint.empty()) {
-    throw ConfigError("export", "no checkpoint folder given", "titan-train export CHECKPOINT_DIR -o FILE");
+    throw ConfigError("export", "no checkpoint folder given",
+                      "titan-train export CHECKPOINT_DIR -o FILE");
   }
   if (r.output.empty()) {
     throw ConfigError("export", "no output file given", "add -o model.safetensors");
@@ -88,7 +90,8 @@ std::string export_usage() {
   return "usage: titan-train export CHECKPOINT_DIR -o FILE.safetensors [--dtype float32|bfloat16] "
          "[--force]\n"
          "Writes the checkpoint's model weights (torchtitan's parameter names) as safetensors.\n"
-         "CHECKPOINT_DIR is a step-N folder or a folder of them (the latest is taken). An existing\n"
+         "CHECKPOINT_DIR is a step-N folder or a folder of them (the latest is taken). An "
+         "existing\n"
          "FILE is kept unless --force.\n";
 }
 
@@ -114,8 +117,8 @@ int run_export(const std::vector<std::string>& args, std::ostream& out) {
     std::remove(tmp.c_str());
     throw RuntimeFailure(fmt::format("cannot write {}", r.output));
   }
-  out << fmt::format("exported {} tensors ({}, {:.1f} MiB) of {} (step {}) to {}\n",
-                     tensors.size(), r.dtype == at::kFloat ? "float32" : "bfloat16",
+  out << fmt::format("exported {} tensors ({}, {:.1f} MiB) of {} (step {}) to {}\n", tensors.size(),
+                     r.dtype == at::kFloat ? "float32" : "bfloat16",
                      static_cast<double>(record.size) / (1 << 20), folder, c.step, r.output);
   return kExitOk;
 }

@@ -19,12 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A short, fast run; extra flags appended.
-std::string tiny_run(const std::string& dir, int steps, const std::string& extra = "") {
-  return "--model.flavor tiny --training.seq_len 16 --training.local_batch_size 2 "
-         "--training.device cpu --debug.seed 5 --training.steps " +
-         std::to_string(steps) + " --job.dump_folder " + dir + " " + extra;
-}
+using test::tiny_run;
 
 Config parse(std::vector<std::string> args) {
   args.insert(args.begin(), "titan-train");

@@ -80,20 +80,28 @@ TEST_CASE("safetensors: written files parse back bitwise, damaged ones are refus
   std::string huge = safetensors_bytes("{}", "");
   huge[6] = 1;
   CHECK_THAT(parse_error(huge), Catch::Contains("exceeds the file"));
-  CHECK_THAT(parse_error(safetensors_bytes(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234")),
-             Catch::Contains("lie outside the 4 data bytes"));
-  CHECK_THAT(parse_error(safetensors_bytes(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678")),
-             Catch::Contains("needs 12 bytes, data_offsets give 8"));
   CHECK_THAT(parse_error(safetensors_bytes(
-                 R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                 "12345678")),
-             Catch::Contains("overlap"));
-  CHECK_THAT(parse_error(safetensors_bytes(R"({"x":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "1")),
+                 R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234")),
+             Catch::Contains("lie outside the 4 data bytes"));
+  CHECK_THAT(parse_error(safetensors_bytes(
+                 R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678")),
+             Catch::Contains("needs 12 bytes, data_offsets give 8"));
+  CHECK_THAT(
+      parse_error(safetensors_bytes(
+          R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          "12345678")),
+      Catch::Contains("overlap"));
+  CHECK_THAT(parse_error(safetensors_bytes(
+                 R"({"x":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "1")),
              Catch::Contains("unsupported dtype \"Q4\""));
-  CHECK_THAT(parse_error(safetensors_bytes(R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "1234")),
+  CHECK_THAT(parse_error(safetensors_bytes(
+                 R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "1234")),
              Catch::Contains("non-negative integer"));
-  CHECK_THAT(parse_error(safetensors_bytes(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", "12")),
-             Catch::Contains("\"x\" appears twice"));
+  CHECK_THAT(
+      parse_error(safetensors_bytes(
+          R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+          "12")),
+      Catch::Contains("\"x\" appears twice"));
 }
 
 TEST_CASE("checkpoint: an aborted save removes its temporary folder and keeps the others",
@@ -119,7 +127,8 @@ TEST_CASE("files: a resumed log keeps the header and the steps up to the checkpo
           "[checkpoint]") {
   auto dir = test::temp_dir("rewrite_log");
   const std::string path = dir + "/log";
-  test::write_text(path, "old header\nstep 1 a\nstep 2 b\nx of 2\nend step 2\nstep 3 c\nstep 4 partial");
+  test::write_text(path,
+                   "old header\nstep 1 a\nstep 2 b\nx of 2\nend step 2\nstep 3 c\nstep 4 partial");
   rewrite_log_through_step(path, "new header\n", 2);
   CHECK(test::read_text(path) == "new header\nstep 1 a\nstep 2 b\nx of 2\nend step 2\n");
   test::write_text(path, "{\"step\": 1, \"loss\": 2}\n{\"step\": 10, \"loss\": 1}\n");

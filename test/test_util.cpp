@@ -22,6 +22,12 @@ RunResult run_titan_env(const std::string& env, const std::string& args) {
 
 std::string binary() { return TITAN_TRAIN_BINARY; }
 
+std::string tiny_run(const std::string& dir, int steps, const std::string& extra) {
+  return "--model.flavor tiny --training.seq_len 16 --training.local_batch_size 2 "
+         "--training.device cpu --debug.seed 5 --training.steps " +
+         std::to_string(steps) + " --job.dump_folder " + dir + " " + extra;
+}
+
 RunResult run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);

@@ -36,6 +36,9 @@ std::string write_text(const std::string& path, const std::string& text);
 
 std::string read_text(const std::string& path);
 
+// Flags for a short, fast run of the tiny model into `dir`; `extra` appended (later flags win).
+std::string tiny_run(const std::string& dir, int steps, const std::string& extra = "");
+
 // The project's source folder (for configs/).
 std::string source_dir();
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -37,7 +36,8 @@ struct Manifest {
 std::string format_manifest(const CheckpointContents& c, const std::vector<FileEntry>& files) {
   std::string text = fmt::format("{}\nstep {}\nkind {}\nconfig_hash {:#018x}\n", kManifestFormat,
                                  c.step, c.model_only ? "model_only" : "full", c.config_hash);
-  for (const auto& f : files) text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
+  for (const auto& f : files)
+    text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
   return text;
 }
 
@@ -116,7 +116,9 @@ void write_file(const std::string& folder, const std::string& name,
   files.push_back({name, record.size, record.checksum});
 }
 
-void write_text(HashedFileWriter& out, const std::string& text) { out.write(text.data(), text.size()); }
+void write_text(HashedFileWriter& out, const std::string& text) {
+  out.write(text.data(), text.size());
+}
 
 void remove_stale_temporaries(const fs::path& folder) {
   std::error_code ec;
@@ -183,9 +185,8 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
       write_file(tmp, "optimizer.safetensors", should_abort, files, [&](HashedFileWriter& out) {
         write_safetensors(out, c.optimizer, c.optimizer_metadata);
       });
-      write_file(tmp, "train_state.bin", should_abort, files, [&](HashedFileWriter& out) {
-        write_text(out, encode_train_state(c.state));
-      });
+      write_file(tmp, "train_state.bin", should_abort, files,
+                 [&](HashedFileWriter& out) { write_text(out, encode_train_state(c.state)); });
     }
     write_file(tmp, "config.toml", should_abort, files,
                [&](HashedFileWriter& out) { write_text(out, c.config_toml); });
@@ -213,8 +214,7 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
     throw;
   }
   record.path = final_path;
-  record.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return record;
 }
 
@@ -248,30 +248,35 @@ ManifestSummary read_manifest_summary(const std::string& step_folder) {
 
 CheckpointContents load_checkpoint(const std::string& step_folder) {
   const Manifest m = read_manifest(step_folder);
-  std::vector<std::string> required = {"model.safetensors", "config.toml"};
-  if (!m.summary.model_only) {
-    required.insert(required.end(), {"optimizer.safetensors", "train_state.bin"});
-  }
-  std::map<std::string, std::string> bytes;
-  for (const auto& f : m.files) bytes[f.name] = read_checked(step_folder, f);
-  for (const auto& name : required) {
-    if (!bytes.count(name)) {
-      throw RuntimeFailure(fmt::format("{}/{}: not listed in the manifest", step_folder, name),
-                           "the checkpoint is damaged; load another one (checkpoint.load_step)");
-    }
-  }
   CheckpointContents c;
   c.step = m.summary.step;
   c.model_only = m.summary.model_only;
   c.config_hash = m.summary.config_hash;
-  c.config_toml = bytes["config.toml"];
-  c.model = parse_safetensors(bytes["model.safetensors"], step_folder + "/model.safetensors").tensors;
-  if (!c.model_only) {
-    auto optimizer =
-        parse_safetensors(bytes["optimizer.safetensors"], step_folder + "/optimizer.safetensors");
-    c.optimizer = std::move(optimizer.tensors);
-    c.optimizer_metadata = std::move(optimizer.metadata);
-    c.state = decode_train_state(bytes["train_state.bin"], step_folder + "/train_state.bin");
+  std::vector<std::string> required = {"model.safetensors", "config.toml"};
+  if (!c.model_only) required.insert(required.end(), {"optimizer.safetensors", "train_state.bin"});
+  for (const auto& name : required) {
+    const bool listed = std::any_of(m.files.begin(), m.files.end(),
+                                    [&](const FileEntry& f) { return f.name == name; });
+    if (!listed) {
+      throw RuntimeFailure(fmt::format("{}/{}: not listed in the manifest", step_folder, name),
+                           "the checkpoint is damaged; load another one (checkpoint.load_step)");
+    }
+  }
+  // One file's bytes at a time: each is verified, parsed and released before the next is read.
+  for (const auto& f : m.files) {
+    std::string bytes = read_checked(step_folder, f);
+    const std::string path = step_folder + "/" + f.name;
+    if (f.name == "model.safetensors") {
+      c.model = parse_safetensors(std::move(bytes), path).tensors;
+    } else if (f.name == "optimizer.safetensors" && !c.model_only) {
+      auto optimizer = parse_safetensors(std::move(bytes), path);
+      c.optimizer = std::move(optimizer.tensors);
+      c.optimizer_metadata = std::move(optimizer.metadata);
+    } else if (f.name == "train_state.bin" && !c.model_only) {
+      c.state = decode_train_state(bytes, path);
+    } else if (f.name == "config.toml") {
+      c.config_toml = bytes;
+    }
   }
   return c;
 }

@@ -12,7 +12,9 @@
 namespace titan {
 namespace {
 
-std::string shape_text(at::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
+std::string shape_text(at::IntArrayRef sizes) {
+  return fmt::format("[{}]", fmt::join(sizes, ", "));
+}
 
 std::string exact(double x) { return fmt::format("{:a}", x); }
 
@@ -31,7 +33,8 @@ class MetadataReader {
     const std::string& t = text(key);
     char* end = nullptr;
     const double v = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0') fail(fmt::format("metadata \"{}\" = \"{}\" is not a number", key, t));
+    if (t.empty() || *end != '\0')
+      fail(fmt::format("metadata \"{}\" = \"{}\" is not a number", key, t));
     return v;
   }
   int64_t integer(const std::string& key) const {
@@ -84,7 +87,8 @@ CheckpointContents full_checkpoint(const torch::nn::Module& module,
     meta[prefix + "amsgrad"] = group.amsgrad ? "true" : "false";
     meta[prefix + "params"] = std::to_string(optimizer.param_groups()[g].params().size());
   }
-  TORCH_CHECK(s.optimizer.size() == c.model.size(), "the optimizer does not hold the module's parameters");
+  TORCH_CHECK(s.optimizer.size() == c.model.size(),
+              "the optimizer does not hold the module's parameters");
   for (size_t i = 0; i < s.optimizer.size(); ++i) {
     const auto& state_i = s.optimizer[i];
     if (!state_i) continue;
@@ -106,8 +110,9 @@ std::vector<NamedTensor> parameters_as(const std::vector<NamedTensor>& parameter
   return out;
 }
 
-void check_parameters_match(const torch::nn::Module& module, const std::vector<NamedTensor>& tensors,
-                            const std::string& source, const std::string& hint) {
+void check_parameters_match(const torch::nn::Module& module,
+                            const std::vector<NamedTensor>& tensors, const std::string& source,
+                            const std::string& hint) {
   std::map<std::string, const at::Tensor*> by_name;
   for (const auto& t : tensors) by_name[t.name] = &t.tensor;
   std::set<std::string> expected;
@@ -118,24 +123,25 @@ void check_parameters_match(const torch::nn::Module& module, const std::vector<N
       throw ConfigError(source, fmt::format("tensor \"{}\" is missing", item.key()), hint);
     }
     if (it->second->sizes() != item.value().sizes()) {
-      throw ConfigError(source,
-                        fmt::format("tensor \"{}\" has shape {} there, {} in this config's model",
-                                    item.key(), shape_text(it->second->sizes()),
-                                    shape_text(item.value().sizes())),
-                        hint);
+      throw ConfigError(
+          source,
+          fmt::format("tensor \"{}\" has shape {} there, {} in this config's model", item.key(),
+                      shape_text(it->second->sizes()), shape_text(item.value().sizes())),
+          hint);
     }
     if (!at::isFloatingType(it->second->scalar_type())) {
-      throw ConfigError(source, fmt::format("tensor \"{}\" has dtype {}, not a floating type",
-                                            item.key(), c10::toString(it->second->scalar_type())),
+      throw ConfigError(source,
+                        fmt::format("tensor \"{}\" has dtype {}, not a floating type", item.key(),
+                                    c10::toString(it->second->scalar_type())),
                         hint);
     }
   }
   for (const auto& item : module.named_buffers()) expected.insert(item.key());
   for (const auto& t : tensors) {
     if (!expected.count(t.name)) {
-      throw ConfigError(source,
-                        fmt::format("tensor \"{}\" is not a parameter of this config's model", t.name),
-                        hint);
+      throw ConfigError(
+          source, fmt::format("tensor \"{}\" is not a parameter of this config's model", t.name),
+          hint);
     }
   }
 }

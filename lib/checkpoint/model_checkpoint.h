@@ -31,8 +31,9 @@ std::vector<NamedTensor> parameters_as(const std::vector<NamedTensor>& parameter
 // one of the module's buffers (a RoPE table) are allowed and ignored. Throws ConfigError whose
 // `where` is `source`, naming the first parameter (in module order) that is missing or has
 // another shape (with both shapes), else the first extra tensor.
-void check_parameters_match(const torch::nn::Module& module, const std::vector<NamedTensor>& tensors,
-                            const std::string& source, const std::string& hint);
+void check_parameters_match(const torch::nn::Module& module,
+                            const std::vector<NamedTensor>& tensors, const std::string& source,
+                            const std::string& hint);
 
 // Copies `tensors` into the module's parameters (converted to their dtype and device).
 // Requires: check_parameters_match passed.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "util/error.h"
@@ -196,8 +197,8 @@ void check_entries(std::vector<Entry>& entries, uint64_t data_size, const std::s
   };
   for (const auto& e : entries) {
     if (e.begin > e.end || e.end > data_size) {
-      fail(fmt::format("tensor \"{}\": data_offsets [{}, {}] lie outside the {} data bytes",
-                       e.name, e.begin, e.end, data_size));
+      fail(fmt::format("tensor \"{}\": data_offsets [{}, {}] lie outside the {} data bytes", e.name,
+                       e.begin, e.end, data_size));
     }
     if (expected_bytes(e) != e.end - e.begin) {
       fail(fmt::format("tensor \"{}\": shape [{}] of {} needs {} bytes, data_offsets give {}",
@@ -242,7 +243,9 @@ at::Tensor SafetensorsContents::find(const std::string& name) const {
   return at::Tensor();
 }
 
-SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source) {
+SafetensorsContents parse_safetensors(std::string file_bytes, const std::string& source) {
+  const auto shared = std::make_shared<const std::string>(std::move(file_bytes));
+  const std::string& bytes = *shared;
   const std::string hint = "the file is damaged or not a safetensors file";
   if (bytes.size() < 8) {
     throw RuntimeFailure(
@@ -266,8 +269,16 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
   const uint64_t data_start = 8 + length;
   check_entries(entries, bytes.size() - data_start, source);
   for (const auto& e : entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
-    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    const auto options = at::TensorOptions().dtype(e.dtype);
+    const char* data = bytes.data() + data_start + e.begin;
+    at::Tensor t;
+    if (reinterpret_cast<uintptr_t>(data) % at::elementSize(e.dtype) == 0 && e.end > e.begin) {
+      t = at::from_blob(
+          const_cast<char*>(data), e.shape, [shared](void*) {}, options);
+    } else {
+      t = at::empty(e.shape, options);
+      if (e.end > e.begin) std::memcpy(t.data_ptr(), data, e.end - e.begin);
+    }
     contents.tensors.push_back({e.name, t});
   }
   return contents;

@@ -30,7 +30,7 @@ void write_safetensors(HashedFileWriter& out, const std::vector<NamedTensor>& te
                        const SafetensorsMetadata& metadata);
 
 struct SafetensorsContents {
-  std::vector<NamedTensor> tensors;  // CPU, owning their memory, in the header's order
+  std::vector<NamedTensor> tensors;  // CPU, in the header's order (they share the file's bytes)
   SafetensorsMetadata metadata;
 
   // The tensor called `name`, or an undefined tensor.
@@ -40,7 +40,8 @@ struct SafetensorsContents {
 // Parses a whole file's bytes. Everything is checked before a tensor is built: the header length,
 // the JSON (with its column), each entry's dtype, shape and offsets (inside the data, matching
 // the shape, not overlapping), duplicate names. Throws RuntimeFailure naming `source` (the file)
-// and what is wrong.
-SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source);
+// and what is wrong. The tensors are views of `bytes` (kept alive by them, so a file is held in
+// memory once), or copies where a tensor's data is not aligned to its element size.
+SafetensorsContents parse_safetensors(std::string bytes, const std::string& source);
 
 }  // namespace titan

@@ -36,8 +36,8 @@ at::Tensor clone_or_undefined(const at::Tensor& t) {
 }
 
 AdamWGroupSnapshot group_snapshot(const torch::optim::AdamWOptions& o) {
-  return {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
-          o.amsgrad()};
+  return {o.lr(),  std::get<0>(o.betas()), std::get<1>(o.betas()),
+          o.eps(), o.weight_decay(),       o.amsgrad()};
 }
 
 void restore_group(const AdamWGroupSnapshot& g, torch::optim::AdamWOptions& o) {

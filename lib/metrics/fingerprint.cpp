@@ -54,8 +54,11 @@ std::string FingerprintLog::format_step(int64_t step, double loss, double grad_n
 
 namespace {
 
-const std::string& prepared(const std::string& path, const std::string& header, int64_t resume_step) {
-  rewrite_log_through_step(path, header, resume_step);
+// A resumed run's file, rewritten to its lines up to the checkpoint step, is appended to; a fresh
+// run's is truncated and gets the header through the LineFile (a failing disk fails there).
+const std::string& prepared(const std::string& path, const std::string& header,
+                            int64_t resume_step) {
+  if (resume_step > 0) rewrite_log_through_step(path, header, resume_step);
   return path;
 }
 
@@ -63,7 +66,10 @@ const std::string& prepared(const std::string& path, const std::string& header, 
 
 FingerprintLog::FingerprintLog(const std::string& path, const FingerprintHeader& header,
                                int64_t resume_step)
-    : file_(prepared(path, format_header(header), resume_step), LineFile::Mode::kAppend) {}
+    : file_(prepared(path, format_header(header), resume_step),
+            resume_step > 0 ? LineFile::Mode::kAppend : LineFile::Mode::kTruncate) {
+  if (resume_step == 0) file_.write(format_header(header));
+}
 
 void FingerprintLog::write_step(int64_t step, double loss, double grad_norm, double lr,
                                 int64_t tokens_seen, std::optional<uint64_t> checksum) {

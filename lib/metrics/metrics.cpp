@@ -38,14 +38,15 @@ std::string format_json_line(const StepMetrics& m) {
 namespace {
 
 const std::string& prepared(const std::string& path, int64_t resume_step) {
-  rewrite_log_through_step(path, "", resume_step);
+  if (resume_step > 0) rewrite_log_through_step(path, "", resume_step);
   return path;
 }
 
 }  // namespace
 
 JsonlWriter::JsonlWriter(const std::string& path, int64_t resume_step)
-    : file_(prepared(path, resume_step), LineFile::Mode::kAppend) {}
+    : file_(prepared(path, resume_step),
+            resume_step > 0 ? LineFile::Mode::kAppend : LineFile::Mode::kTruncate) {}
 
 void JsonlWriter::write(const StepMetrics& m) { file_.write(format_json_line(m)); }
 

@@ -36,7 +36,7 @@ class JsonlWriter {
   // Starts `path` empty, or (resume_step > 0) with the old file's lines of steps up to
   // resume_step (see rewrite_log_through_step). Throws RuntimeFailure.
   explicit JsonlWriter(const std::string& path, int64_t resume_step = 0);
-  void write(const StepMetrics& m);               // throws RuntimeFailure
+  void write(const StepMetrics& m);  // throws RuntimeFailure
 
  private:
   LineFile file_;

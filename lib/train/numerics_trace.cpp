@@ -44,8 +44,14 @@ OpOutputText op_output_text(const ac::OutputMeta& m) {
 NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
 
 void NumericsTracer::open(const std::string& path, int64_t resume_step) {
-  rewrite_log_through_step(path, numerics_header(to_string(level_), freq_), resume_step);
-  file_ = std::make_unique<LineFile>(path, LineFile::Mode::kAppend);
+  const std::string header = numerics_header(to_string(level_), freq_);
+  if (resume_step > 0) {
+    rewrite_log_through_step(path, header, resume_step);
+    file_ = std::make_unique<LineFile>(path, LineFile::Mode::kAppend);
+  } else {
+    file_ = std::make_unique<LineFile>(path, LineFile::Mode::kTruncate);
+    file_->write(header);
+  }
 }
 
 NumericsTracer::~NumericsTracer() = default;

@@ -24,7 +24,7 @@ struct RunContext {
   std::unique_ptr<ProcessGroup> process_group;
   DeterminismRecord determinism;
   c10::Device device = c10::Device(c10::kCPU);
-  double peak_flops = 0;  // for MFU: measured sgemm on CPU, the device table on CUDA; 0 unknown
+  double peak_flops = 0;    // for MFU: measured sgemm on CPU, the device table on CUDA; 0 unknown
   int64_t resume_step = 0;  // the checkpoint step the Trainer resumed from; 0 for a fresh run
 
   // Output sinks, opened last (after the Trainer has built everything it needs), so that a run

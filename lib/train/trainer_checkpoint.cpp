@@ -2,6 +2,7 @@
 // it saves, and what it logs. The folder format is lib/checkpoint's.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <system_error>
@@ -80,6 +81,7 @@ void Trainer::resume_or_initialize() {
 
 void Trainer::resume_from(int64_t step) {
   const std::string path = checkpoint_folder_ + "/" + checkpoint_folder_name(step);
+  const auto start = std::chrono::steady_clock::now();
   const CheckpointContents c = load_checkpoint(path);
   check_parameters_match(*model_, c.model, path,
                          "the checkpoint was saved for another model shape: restore the model "
@@ -100,8 +102,8 @@ void Trainer::resume_from(int64_t step) {
   if (c.model_only) {
     load_parameters(*model_, c.model);
     step_ = c.step;
-    start_notes_.push_back(fmt::format("checkpoint: {} is the run's final save: nothing to train",
-                                       path));
+    start_notes_.push_back(
+        fmt::format("checkpoint: {} is the run's final save: nothing to train", path));
     ctx_.resume_step = step_;
     return;
   }
@@ -112,7 +114,9 @@ void Trainer::resume_from(int64_t step) {
   restore_rng_state(c.state.rng);
   last_saved_step_ = step_;
   ctx_.resume_step = step_;
-  start_notes_.push_back(fmt::format("checkpoint: resumed from {} (step {})", path, step_));
+  start_notes_.push_back(
+      fmt::format("checkpoint: resumed from {} (step {}), loaded in {:.2f} s", path, step_,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
   if (c.config_hash != config_hash(config_)) {
     // The config's hyperparameters win over the saved ones; the lr follows the schedule anyway.
     for (auto& group : optimizer_->param_groups()) {
@@ -125,7 +129,9 @@ void Trainer::resume_from(int64_t step) {
     start_notes_.push_back(fmt::format(
         "warning: {} was saved with another config; changed: {}; the new values apply from "
         "step {}",
-        path, keys.empty() ? "(no key: another titan-train version)" : fmt::format("{}", fmt::join(keys, ", ")),
+        path,
+        keys.empty() ? "(no key: another titan-train version)"
+                     : fmt::format("{}", fmt::join(keys, ", ")),
         step_ + 1));
   }
 }
@@ -150,8 +156,8 @@ void Trainer::load_initial_weights(const std::string& path) {
   }
   check_parameters_match(*model_, tensors, path, hint);
   load_parameters(*model_, tensors);
-  start_notes_.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
-                                     path, tensors.size()));
+  start_notes_.push_back(fmt::format(
+      "initial weights from {} ({} tensors); step 0, fresh optimizer", path, tensors.size()));
 }
 
 bool Trainer::checkpoint_due(int64_t step) const {
@@ -197,12 +203,12 @@ bool Trainer::stop_requested() {
   const int signal = pending_stop_signal();
   if (signal == 0) return false;
   if (!config_.checkpoint.enable) {
-    throw StoppedBySignal(signal, step_ == 0 ? fmt::format("stopped by {} before step 1",
-                                                           signal_name(signal))
-                                             : fmt::format("stopped by {} after step {}; "
-                                                           "metrics.jsonl and fingerprint.log "
-                                                           "are complete up to it",
-                                                           signal_name(signal), step_));
+    throw StoppedBySignal(
+        signal, step_ == 0 ? fmt::format("stopped by {} before step 1", signal_name(signal))
+                           : fmt::format("stopped by {} after step {}; "
+                                         "metrics.jsonl and fingerprint.log "
+                                         "are complete up to it",
+                                         signal_name(signal), step_));
   }
   if (step_ > 0 && last_saved_step_ != step_) save_checkpoint_now(false);
   *ctx_.log << fmt::format("[titan] stopped by {} after step {}{}\n", signal_name(signal), step_,

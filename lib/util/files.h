@@ -90,6 +90,7 @@ class HashedFileWriter {
   std::function<bool()> should_abort_;
   int fd_ = -1;
   StreamingHash hash_;
+  uint64_t written_ = 0;
 };
 
 }  // namespace titan

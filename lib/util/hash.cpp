@@ -91,8 +91,8 @@ void StreamingHash::update(const void* data, size_t n) {
     p += take;
     n -= take;
     if (pending_.size() < kChunk) return;
-    chunk_hashes_.push_back(hash_chunk(reinterpret_cast<const unsigned char*>(pending_.data()),
-                                       kChunk));
+    chunk_hashes_.push_back(
+        hash_chunk(reinterpret_cast<const unsigned char*>(pending_.data()), kChunk));
     pending_.clear();
   }
   const size_t whole = n - n % kChunk;
@@ -102,7 +102,8 @@ void StreamingHash::update(const void* data, size_t n) {
 
 uint64_t StreamingHash::digest() const {
   const auto* rest = reinterpret_cast<const unsigned char*>(pending_.data());
-  if (size_ <= kChunk) return chunk_hashes_.empty() ? hash_chunk(rest, pending_.size()) : chunk_hashes_[0];
+  if (size_ <= kChunk)
+    return chunk_hashes_.empty() ? hash_chunk(rest, pending_.size()) : chunk_hashes_[0];
   uint64_t h = size_;
   for (uint64_t x : chunk_hashes_) h = hash_combine(h, x);
   if (!pending_.empty()) h = hash_combine(h, hash_chunk(rest, pending_.size()));
