@@ -102,6 +102,11 @@ TEST_CASE("safetensors: written files parse back bitwise, damaged ones are refus
           R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
           "12")),
       Catch::Contains("\"x\" appears twice"));
+  CHECK_THAT(parse_error(safetensors_bytes(
+                 R"({"x":{"dtype":"U8","shape":[1] "data_offsets":[0,1]}})", "1")),
+             Catch::Contains("expected ',', found"));
+  CHECK_THAT(parse_error(safetensors_bytes(R"({"__metadata__":{"a":"b",}})", "")),
+             Catch::Contains("trailing comma"));
 }
 
 TEST_CASE("checkpoint: an aborted save removes its temporary folder and keeps the others",

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -41,16 +41,14 @@ std::string format_manifest(const CheckpointContents& c, const std::vector<FileE
   return text;
 }
 
-// Parses "0x..." or decimal; false when `text` is not entirely a number.
+// Parses a decimal number, or a hexadecimal one written "0x..."; false unless `text` is entirely
+// that.
 bool parse_u64(const std::string& text, uint64_t& value) {
-  if (text.empty() || text[0] == '-') return false;
-  size_t used = 0;
-  try {
-    value = std::stoull(text, &used, 0);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == text.size();
+  const bool hex = starts_with(text, "0x");
+  const char* begin = text.data() + (hex ? 2 : 0);
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(begin, end, value, hex ? 16 : 10);
+  return begin != end && error == std::errc() && stop == end;
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
@@ -131,8 +129,9 @@ void remove_stale_temporaries(const fs::path& folder) {
 // Step N of a folder named "step-N", or -1.
 int64_t step_of_folder_name(const std::string& name) {
   uint64_t step = 0;
-  if (!starts_with(name, "step-") || !parse_u64(name.substr(5), step)) return -1;
-  if (name.size() > 5 && !std::isdigit(static_cast<unsigned char>(name[5]))) return -1;
+  const std::string digits = name.substr(std::min<size_t>(name.size(), 5));
+  if (!starts_with(name, "step-") || starts_with(digits, "0x") || !parse_u64(digits, step))
+    return -1;
   return static_cast<int64_t>(step);
 }
 

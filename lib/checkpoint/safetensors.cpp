@@ -110,11 +110,7 @@ std::vector<uint64_t> parse_uint_array(JsonCursor& cur) {
 Entry parse_entry(JsonCursor& cur, std::string name) {
   Entry e;
   e.name = std::move(name);
-  cur.expect('{');
-  while (cur.peek() != '}') {
-    std::string key;
-    cur.string(&key);
-    cur.expect(':');
+  cur.object([&](const std::string& key) {
     if (key == "dtype") {
       e.dtype = parse_dtype(cur);
       e.has_dtype = true;
@@ -133,48 +129,23 @@ Entry parse_entry(JsonCursor& cur, std::string name) {
     } else {
       cur.skip_value();
     }
-    if (cur.peek() == ',') cur.expect(',');
-  }
-  cur.expect('}');
+  });
   if (!e.has_dtype || !e.has_shape || !e.has_offsets) {
     cur.fail(fmt::format("tensor \"{}\" lacks dtype, shape or data_offsets", e.name));
   }
   return e;
 }
 
-void parse_metadata(JsonCursor& cur, SafetensorsMetadata& metadata) {
-  cur.expect('{');
-  while (cur.peek() != '}') {
-    std::string key, value;
-    cur.string(&key);
-    cur.expect(':');
-    if (cur.peek() != '"') cur.fail("__metadata__ values must be strings");
-    cur.string(&value);
-    metadata[key] = value;
-    if (cur.peek() == ',') cur.expect(',');
-  }
-  cur.expect('}');
-}
-
 std::vector<Entry> parse_header(const std::string& json, SafetensorsMetadata& metadata) {
   std::vector<Entry> entries;
   JsonCursor cur(json);
-  cur.expect('{');
-  while (cur.peek() != '}') {
-    std::string name;
-    cur.string(&name);
-    cur.expect(':');
-    if (name == "__metadata__") {
-      parse_metadata(cur, metadata);
-    } else {
-      entries.push_back(parse_entry(cur, std::move(name)));
-    }
-    if (cur.peek() == ',') {
-      cur.expect(',');
-      if (cur.peek() == '}') cur.fail("trailing comma");
-    }
-  }
-  cur.expect('}');
+  cur.object([&](const std::string& name) {
+    if (name != "__metadata__") return entries.push_back(parse_entry(cur, name));
+    cur.object([&](const std::string& key) {
+      if (cur.peek() != '"') cur.fail("__metadata__ values must be strings");
+      cur.string(&metadata[key]);
+    });
+  });
   if (!cur.at_end()) cur.fail("trailing characters after the header object");
   return entries;
 }

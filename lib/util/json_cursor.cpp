@@ -221,6 +221,24 @@ void JsonCursor::scalar() {
   }
 }
 
+void JsonCursor::object(const std::function<void(const std::string& key)>& member) {
+  expect('{');
+  if (peek() == '}') {
+    ++i_;
+    return;
+  }
+  while (true) {
+    std::string key;
+    string(&key);
+    expect(':');
+    member(key);
+    if (peek() == '}') break;
+    expect(',');
+    if (peek() == '}') fail("trailing comma");
+  }
+  ++i_;
+}
+
 uint64_t JsonCursor::unsigned_integer() {
   if (!is_digit(peek())) fail("expected a non-negative integer, found " + describe(s_[i_]));
   const size_t start = i_;

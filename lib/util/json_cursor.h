@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -39,6 +40,9 @@ class JsonCursor {
   void string(std::string* out);
   // Skips one value of any kind.
   void skip_value();
+  // An object: for each member, reads its key and the ':' and calls `member(key)`, which must
+  // consume the value. Commas are required between members, and refused after the last.
+  void object(const std::function<void(const std::string& key)>& member);
   // A number that is a non-negative integer fitting in 64 bits (no fraction or exponent).
   uint64_t unsigned_integer();
 
