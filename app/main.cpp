@@ -7,6 +7,7 @@
 #include "app/export.h"
 #include "app/train_command.h"
 #include "util/error.h"
+#include "util/malloc_tuning.h"
 #include "util/omp_env.h"
 
 namespace {
@@ -49,6 +50,7 @@ int dispatch(std::vector<std::string> args) {
 
 int main(int argc, char** argv) {
   titan::ensure_passive_omp_wait(argv);
+  titan::tune_malloc_for_training();
   try {
     return dispatch(std::vector<std::string>(argv, argv + argc));
   } catch (...) {

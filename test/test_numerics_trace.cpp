@@ -138,18 +138,19 @@ TEST_CASE("numerics trace: a stale numerics.log is removed by a run without the 
   CHECK_FALSE(std::filesystem::exists(dir + "/numerics.log"));
 }
 
-TEST_CASE("numerics trace: ops with the recompute checker is refused before training",
-          "[numerics][config]") {
-  auto dir = test::temp_dir("nt_refuse");
-  auto r = test::run_titan(
-      "--model.flavor tiny --training.device cpu --training.steps 1 "
-      "--debug.numerics_trace ops --activation_checkpoint.mode full "
-      "--job.dump_folder " +
-      dir + "/out");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("debug.numerics_trace") &&
-                           Catch::Contains("activation_checkpoint.mode"));
-  CHECK_FALSE(std::filesystem::exists(dir + "/out"));
+TEST_CASE("numerics trace: ops under full AC with the bitwise checker equal ops without AC",
+          "[numerics][ac]") {
+  // The checked blocks' ops come from the checker's forward trace (one op recorder per thread).
+  auto dir = test::temp_dir("nt_ac_ops");
+  Config plain = traced_config(dir + "/none", "ops");
+  Config checked = traced_config(dir + "/full", "ops");
+  checked.activation_checkpoint.mode = AcMode::kFull;
+  checked.activation_checkpoint.determinism_check = RecomputeCheck::kBitwise;
+  test::start_run(plain)->trainer->train();
+  test::start_run(checked)->trainer->train();
+  const std::string expected = test::read_text(dir + "/none/numerics.log");
+  CHECK_THAT(expected, Catch::Contains("op layers.1 ") && Catch::Contains("aten::matmul"));
+  CHECK(test::read_text(dir + "/full/numerics.log") == expected);
   auto bad = test::run_titan("--debug.numerics_trace all --training.steps 1");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("debug.numerics_trace"));

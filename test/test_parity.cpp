@@ -173,7 +173,7 @@ TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the ref
   LRSchedule schedule(sched_config, steps);
   StepOptions options;
   options.max_norm = ref.number("max_norm");
-  std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets")}};
+  std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets"), {}}};
 
   auto losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms"),
        lrs = ref.tensor("step_lrs");

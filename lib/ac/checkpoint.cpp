@@ -67,9 +67,12 @@ struct CheckpointState : torch::CustomClassHolder {
 [[maybe_unused]] const auto kRegistered =
     torch::class_<CheckpointState>("titan", "CheckpointState");
 
-// Runs the block while recording its ops when the check needs them.
-at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace) {
-  trace.checksums = s.options.check == RecomputeCheck::kBitwise;
+// Runs the block while recording its ops when the check needs them; `for_observer` also records
+// what CheckpointContext::observer_trace wants (checksums, max |value|).
+at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace,
+                        bool for_observer = false) {
+  trace.checksums = s.options.check == RecomputeCheck::kBitwise || for_observer;
+  trace.max_abs = for_observer;
   trace.capture_inputs = s.options.debug;
   if (s.options.check == RecomputeCheck::kNone) return s.block(x);
   TraceRecorder recorder(trace);
@@ -84,7 +87,12 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     state->autocast = cuda_autocast_enabled();
     state->autocast_dtype = cuda_autocast_dtype();
     // Grad is off here (Function::apply), so no activations are kept.
-    at::Tensor out = run_recorded(*state, x, state->forward_trace);
+    OpTrace* observer = state->options.context->observer_trace;
+    at::Tensor out = run_recorded(*state, x, state->forward_trace, observer != nullptr);
+    if (observer && state->options.check != RecomputeCheck::kNone) {
+      observer->ops.insert(observer->ops.end(), state->forward_trace.ops.begin(),
+                           state->forward_trace.ops.end());
+    }
     if (state->options.check == RecomputeCheck::kBitwise) {
       state->forward_output_checksum = tensor_checksum(out);
     }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "ac/op_trace.h"
 #include "config/enums.h"
 #include "util/error.h"
 
@@ -28,6 +29,11 @@ using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
 struct CheckpointContext {
   std::atomic<int64_t> step{0};
   std::string debug_dir;  // <dump_folder>/ac_debug
+  // Set, around a block's forward, by an observer that traces the block's ops (the numerics trace
+  // at op level). One thread has one op recorder, and a checked block's forward holds it, so that
+  // forward records checksums and max |value| of its ops and appends them here when it ends.
+  // Recomputations do not. Null: no observer.
+  OpTrace* observer_trace = nullptr;
 };
 
 struct CheckpointOptions {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
@@ -18,6 +19,8 @@ namespace {
 thread_local OpTrace* tls_trace = nullptr;
 // Indices into tls_trace->ops of the ops that started and have not ended yet (innermost last).
 thread_local std::vector<size_t> tls_open_ops;
+// Whether the thread's callback (the outermost recorder's) asked for op inputs.
+thread_local bool tls_callback_inputs = false;
 
 // A stable copy of an op name. Names of schema ops live as long as the op registry, but a
 // RecordFunction started with a plain string (e.g. "titan::causal_attention") owns its name and
@@ -188,19 +191,30 @@ std::string OpTrace::format_line(size_t index) const {
   return fmt::format("{}: {} = {}({})", index, lhs.empty() ? "()" : lhs, op.name, args);
 }
 
-TraceRecorder::TraceRecorder(OpTrace& trace) : previous_(tls_trace) {
+TraceRecorder::TraceRecorder(OpTrace& trace)
+    : previous_(tls_trace), previous_open_ops_(std::move(tls_open_ops)) {
   tls_open_ops.clear();
-  auto callback = at::RecordFunctionCallback(on_op_start, on_op_end)
-                      .needsInputs(trace.capture_inputs || trace.checksums)
-                      .needsOutputs(true)
-                      .scopes({at::RecordScope::FUNCTION});
-  handle_ = at::addThreadLocalCallback(callback);
+  const bool inputs = trace.capture_inputs || trace.checksums;
+  if (previous_) {  // a second callback would record every op twice
+    if (inputs && !tls_callback_inputs) {
+      throw std::logic_error("TraceRecorder: an inner recorder needs inputs the outer one lacks");
+    }
+  } else {
+    auto callback = at::RecordFunctionCallback(on_op_start, on_op_end)
+                        .needsInputs(inputs)
+                        .needsOutputs(true)
+                        .scopes({at::RecordScope::FUNCTION});
+    handle_ = at::addThreadLocalCallback(callback);
+    owns_callback_ = true;
+    tls_callback_inputs = inputs;
+  }
   tls_trace = &trace;
 }
 
 TraceRecorder::~TraceRecorder() {
   tls_trace = previous_;
-  at::removeCallback(handle_);
+  tls_open_ops = std::move(previous_open_ops_);
+  if (owns_callback_) at::removeCallback(handle_);
 }
 
 void TraceRecorder::name_tensor(OpTrace& trace, const at::Tensor& t) {

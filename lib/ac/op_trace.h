@@ -51,7 +51,10 @@ struct OpTrace {
   std::string format_line(size_t index) const;
 };
 
-// Records ops run on this thread into `trace` while alive. Not reentrant on one thread.
+// Records ops run on this thread into `trace` while alive. Recorders nest: one created while
+// another is alive takes the thread's ops until it ends (an activation-checkpointed block's
+// recorder inside the numerics trace's), through the outer one's callback, which must then
+// capture inputs when the inner one needs them (checksums or debug ids).
 class TraceRecorder {
  public:
   explicit TraceRecorder(OpTrace& trace);
@@ -63,8 +66,10 @@ class TraceRecorder {
   static void name_tensor(OpTrace& trace, const at::Tensor& t);
 
  private:
-  uint64_t handle_;
+  uint64_t handle_ = 0;
+  bool owns_callback_ = false;
   OpTrace* previous_;
+  std::vector<size_t> previous_open_ops_;
 };
 
 // "f32[4, 512, 256]"

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/enums.h"
 
@@ -85,6 +86,11 @@ struct DebugConfig {
   int64_t fingerprint_freq = 1;  // parameter checksum in fingerprint.log every N steps
   NumericsTrace numerics_trace = NumericsTrace::kNone;  // what numerics.log records
   int64_t numerics_freq = 1;                            // numerics.log records every N steps
+  RerunOn rerun_on = RerunOn::kNone;                    // steps re-executed when they go wrong
+  double rerun_spike_factor = 3.0;   // spike: loss > factor x mean of the last window
+  int64_t rerun_window = 20;         // losses in the spike mean
+  std::vector<int64_t> rerun_steps;  // steps re-executed unconditionally
+  RerunAction rerun_action = RerunAction::kStop;
 };
 
 // Sequences and micro-batches of one optimizer step.

@@ -20,6 +20,8 @@ TITAN_ENUM_NAMES(ExportDtype, "float32", "bfloat16")
 TITAN_ENUM_NAMES(AcMode, "none", "full", "selective")
 TITAN_ENUM_NAMES(RecomputeCheck, "default", "bitwise", "none")
 TITAN_ENUM_NAMES(NumericsTrace, "none", "blocks", "ops")
+TITAN_ENUM_NAMES(RerunOn, "none", "nan", "spike", "both")
+TITAN_ENUM_NAMES(RerunAction, "stop", "skip", "continue")
 
 #undef TITAN_ENUM_NAMES
 

@@ -22,6 +22,10 @@ enum class ExportDtype { kFloat32, kBfloat16 };
 enum class AcMode { kNone, kFull, kSelective };
 // [debug] numerics_trace: what numerics.log records (see lib/train/numerics_trace.h).
 enum class NumericsTrace { kNone, kBlocks, kOps };
+// [debug] rerun_on: which steps the rerun check re-executes (see lib/train/rerun.h).
+enum class RerunOn { kNone, kNan, kSpike, kBoth };
+// [debug] rerun_action: what follows a rerun.
+enum class RerunAction { kStop, kSkip, kContinue };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
@@ -68,5 +72,9 @@ template <>
 const std::vector<std::string>& enum_names<RecomputeCheck>();
 template <>
 const std::vector<std::string>& enum_names<NumericsTrace>();
+template <>
+const std::vector<std::string>& enum_names<RerunOn>();
+template <>
+const std::vector<std::string>& enum_names<RerunAction>();
 
 }  // namespace titan

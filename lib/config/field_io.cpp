@@ -74,6 +74,20 @@ bool parse_double(const std::string& text, double& out) {
   return true;
 }
 
+void check_list(const FieldSpec& spec, const std::vector<int64_t>& values, const std::string& at) {
+  for (int64_t v : values) {
+    const auto value = static_cast<double>(v);
+    bool too_low = spec.min && (spec.min_exclusive ? value <= *spec.min : value < *spec.min);
+    bool too_high = spec.max && (spec.max_exclusive ? value >= *spec.max : value > *spec.max);
+    if (too_low || too_high) {
+      throw ConfigError(at,
+                        fmt::format("{} = {}: {} is out of range: each must be {}", spec.name(),
+                                    spec.value_as_toml(), v, bound_text(spec)),
+                        "");
+    }
+  }
+}
+
 [[noreturn]] void refuse_choice(const FieldSpec& spec, const std::string& value,
                                 const std::string& at) {
   std::string guess = closest_match(value, spec.choices);
@@ -132,6 +146,7 @@ void check_field_value(const FieldSpec& spec, const std::string& at) {
       refuse_choice(spec, **p, at);
     }
   }
+  if (auto p = std::get_if<std::vector<int64_t>*>(&spec.target)) return check_list(spec, **p, at);
   auto value = numeric_value(spec);
   if (!value) return;
   if (!std::isfinite(*value)) {
@@ -171,6 +186,16 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
       *v = value;
       return true;
     }
+    bool operator()(std::vector<int64_t>* v) const {  // "1,2,3"; "" is the empty list
+      std::vector<int64_t> values;
+      for (const auto& item : split_list(text, ',')) {
+        int64_t value = 0;
+        if (!parse_int(item, value)) return false;
+        values.push_back(value);
+      }
+      *v = std::move(values);
+      return true;
+    }
   };
   const bool is_text = std::holds_alternative<std::string*>(spec.target) ||
                        std::holds_alternative<EnumTarget>(spec.target);
@@ -194,6 +219,7 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
 std::string example_value(const FieldSpec& spec) {
   if (!spec.choices.empty()) return toml_quote(spec.choices.front());
   if (!spec.has_value()) return spec.type_name() == "integer" ? "42" : "0.5";
+  if (std::holds_alternative<std::vector<int64_t>*>(spec.target)) return "[100, 200]";
   return spec.value_as_toml();
 }
 

@@ -205,6 +205,22 @@ std::vector<FieldSpec> config_fields(Config& c) {
       not_hashed(at_least(field("debug", "numerics_freq", &c.debug.numerics_freq,
                                 "numerics.log records every N steps"),
                           1, kMaxSteps)),
+      not_hashed(enum_field("debug", "rerun_on", &c.debug.rerun_on,
+                            "Re-execute a step from its kept state when its loss or grad_norm "
+                            "is not finite (nan), spikes (spike), either (both), or never (none)")),
+      not_hashed(above(field("debug", "rerun_spike_factor", &c.debug.rerun_spike_factor,
+                             "A spike is a loss above this factor x the mean of the last "
+                             "rerun_window losses"),
+                       1.0, 1e9)),
+      not_hashed(at_least(field("debug", "rerun_window", &c.debug.rerun_window,
+                                "Losses in the spike mean (spikes are detected once it is full)"),
+                          1, 100000)),
+      not_hashed(at_least(field("debug", "rerun_steps", &c.debug.rerun_steps,
+                                "Steps to re-execute unconditionally, e.g. 100,200"),
+                          1, kMaxSteps)),
+      not_hashed(enum_field("debug", "rerun_action", &c.debug.rerun_action,
+                            "After a rerun: stop (exit 1 for nan, else go on), skip (drop the "
+                            "step's update), continue (keep the rerun's result)")),
   };
   for (auto& f : fields) f.toml_location = &c.toml_locations[f.name()];
   return fields;
@@ -219,6 +235,7 @@ std::string FieldSpec::type_name() const {
     std::string operator()(std::optional<int64_t>*) const { return "integer"; }
     std::string operator()(std::optional<double>*) const { return "float"; }
     std::string operator()(const EnumTarget&) const { return "string"; }
+    std::string operator()(std::vector<int64_t>*) const { return "integer list"; }
   };
   return std::visit(Visitor{}, target);
 }
@@ -272,6 +289,11 @@ std::string FieldSpec::value_as_toml() const {
       return v->has_value() ? format_double(**v) : "";
     }
     std::string operator()(const EnumTarget& e) const { return toml_quote((*e.names)[e.get()]); }
+    std::string operator()(std::vector<int64_t>* v) const {
+      std::string out = "[";
+      for (size_t i = 0; i < v->size(); ++i) out += (i ? ", " : "") + std::to_string((*v)[i]);
+      return out + "]";
+    }
   };
   return std::visit(Visitor{}, target);
 }

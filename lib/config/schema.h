@@ -21,8 +21,10 @@ struct EnumTarget {
   const std::vector<std::string>* names = nullptr;
 };
 
+// A std::vector<int64_t> is a list of integers: a TOML array, "1,2,3" on the command line; the
+// bounds apply to each element.
 using FieldTarget = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
-                                 std::optional<double>*, EnumTarget>;
+                                 std::optional<double>*, EnumTarget, std::vector<int64_t>*>;
 
 struct FieldSpec {
   std::string section;

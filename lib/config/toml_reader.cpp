@@ -48,6 +48,17 @@ bool assign(const FieldSpec& spec, const toml::node& node, const std::string& va
     bool operator()(std::optional<double>* v) const {
       return node.is_number() && (*v = node.value<double>(), true);
     }
+    bool operator()(std::vector<int64_t>* v) const {
+      const toml::array* array = node.as_array();
+      if (!array) return false;
+      std::vector<int64_t> values;
+      for (const auto& item : *array) {
+        if (!item.is_integer()) return false;
+        values.push_back(*item.value<int64_t>());
+      }
+      *v = std::move(values);
+      return true;
+    }
     bool operator()(std::string*) const { return set_text(); }
     bool operator()(const EnumTarget&) const { return set_text(); }
     bool set_text() const {

@@ -84,21 +84,6 @@ void check_checkpoint(const Config& config) {
   }
 }
 
-// Both record a block's ops with the thread's one op tracer (see lib/ac/op_trace.h).
-void check_numerics_trace(const Config& c) {
-  const auto& ac = c.activation_checkpoint;
-  if (c.debug.numerics_trace == NumericsTrace::kOps && ac.mode != AcMode::kNone &&
-      ac.determinism_check != RecomputeCheck::kNone) {
-    throw ConfigError(where(c, "debug.numerics_trace"),
-                      fmt::format("\"ops\" cannot be combined with activation checkpointing "
-                                  "(mode \"{}\") and its recompute checker (determinism_check "
-                                  "\"{}\"): both trace the ops of a block",
-                                  to_string(ac.mode), to_string(ac.determinism_check)),
-                      "set activation_checkpoint.mode = \"none\" (or determinism_check = "
-                      "\"none\"), or use numerics_trace = \"blocks\"");
-  }
-}
-
 }  // namespace
 
 BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
@@ -135,7 +120,6 @@ void validate(const Config& config) {
   check_dataset(config);
   check_activation_checkpoint(config);
   check_checkpoint(config);
-  check_numerics_trace(config);
 }
 
 std::vector<std::string> config_warnings(const Config& config) {
@@ -146,6 +130,12 @@ std::vector<std::string> config_warnings(const Config& config) {
         fmt::format("{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
                     "training.dataset to text, jsonl or tokens to read it",
                     where(config, "training.dataset_path"), t.dataset_path));
+  }
+  for (int64_t step : config.debug.rerun_steps) {
+    if (step <= t.steps) continue;
+    warnings.push_back(fmt::format("{}: step {} is after training.steps ({}): it is never rerun",
+                                   where(config, "debug.rerun_steps"), step, t.steps));
+    break;
   }
   return warnings;
 }

@@ -39,12 +39,13 @@ const std::vector<int32_t>& DataLoader::current_document() {
   return cached_tokens_;
 }
 
-std::vector<int32_t> DataLoader::next_window() {
+std::vector<int32_t> DataLoader::next_window(std::vector<DocumentSpan>* sources) {
   std::vector<int32_t> window;
   window.reserve(seq_len_ + 1);
   while (window.size() < static_cast<size_t>(seq_len_ + 1)) {
     const auto& doc = current_document();
     size_t take = std::min(doc.size() - state_.offset, seq_len_ + 1 - window.size());
+    if (sources) sources->push_back({cached_index_, state_.offset, take});
     window.insert(window.end(), doc.begin() + state_.offset, doc.begin() + state_.offset + take);
     state_.offset += take;
     if (state_.offset == doc.size()) {
@@ -62,11 +63,13 @@ std::vector<int32_t> DataLoader::next_window() {
 Batch DataLoader::next() {
   auto windows = at::empty({batch_size_, seq_len_ + 1}, at::kLong);
   auto* data = windows.data_ptr<int64_t>();
+  std::vector<std::vector<DocumentSpan>> sources(batch_size_);
   for (int64_t b = 0; b < batch_size_; ++b) {
-    auto w = next_window();
+    auto w = next_window(&sources[b]);
     std::copy(w.begin(), w.end(), data + b * (seq_len_ + 1));
   }
-  return {windows.narrow(1, 0, seq_len_).contiguous(), windows.narrow(1, 1, seq_len_).contiguous()};
+  return {windows.narrow(1, 0, seq_len_).contiguous(), windows.narrow(1, 1, seq_len_).contiguous(),
+          std::move(sources)};
 }
 
 void DataLoader::load_state(const LoaderState& state) { state_ = state; }

@@ -26,9 +26,18 @@ struct LoaderState {
   }
 };
 
+// Where a sequence's tokens came from: `tokens` tokens of document `document` (its index in the
+// source, over all ranks) starting at token `offset`.
+struct DocumentSpan {
+  uint64_t document = 0;
+  uint64_t offset = 0;
+  uint64_t tokens = 0;
+};
+
 struct Batch {
-  at::Tensor inputs;  // (B, T) int64
-  at::Tensor labels;  // (B, T) int64
+  at::Tensor inputs;                               // (B, T) int64
+  at::Tensor labels;                               // (B, T) int64
+  std::vector<std::vector<DocumentSpan>> sources;  // per sequence, the window's pieces in order
 };
 
 class DataLoader {
@@ -39,7 +48,8 @@ class DataLoader {
              int64_t rank = 0, int64_t world = 1);
 
   Batch next();
-  std::vector<int32_t> next_window();  // seq_len + 1 tokens
+  // seq_len + 1 tokens; appends where they came from to `sources` when given.
+  std::vector<int32_t> next_window(std::vector<DocumentSpan>* sources = nullptr);
 
   LoaderState state() const { return state_; }
   void load_state(const LoaderState& state);

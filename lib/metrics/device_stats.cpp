@@ -63,6 +63,13 @@ double current_rss_bytes() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
 }
 
+CpuUsage cpu_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return {seconds(u.ru_utime), seconds(u.ru_stime), static_cast<double>(u.ru_minflt)};
+}
+
 double device_memory_bytes(const c10::Device& device) {
 #ifdef TITAN_WITH_CUDA
   if (device.is_cuda()) {

@@ -21,6 +21,13 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device);
 // Resident set size of this process now, in bytes (/proc/self/statm).
 double current_rss_bytes();
 
+// CPU time and minor page faults of this process so far (getrusage), all threads.
+struct CpuUsage {
+  double user_s = 0, system_s = 0;
+  double minor_faults = 0;
+};
+CpuUsage cpu_usage();
+
 // Memory the process may use on the device, in bytes: the GPU's memory, or for the CPU the
 // smaller of host RAM and the process's cgroup limit.
 double device_memory_bytes(const c10::Device& device);

@@ -39,9 +39,24 @@ OpOutputText op_output_text(const ac::OutputMeta& m) {
   return o;
 }
 
+// numerics.log at level "blocks" has no op lines, even for a step also captured at op level.
+std::string without_op_lines(const std::string& text) {
+  std::string out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    end = end == std::string::npos ? text.size() : end + 1;
+    if (text.compare(begin, 3, "op ") != 0) out.append(text, begin, end - begin);
+    begin = end;
+  }
+  return out;
+}
+
 }  // namespace
 
-NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
+NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq,
+                               std::shared_ptr<ac::CheckpointContext> ac_context)
+    : level_(level), freq_(freq), ac_context_(std::move(ac_context)) {}
 
 void NumericsTracer::open(const std::string& path, int64_t resume_step) {
   const std::string header = numerics_header(to_string(level_), freq_);
@@ -62,33 +77,58 @@ void NumericsTracer::attach(Transformer& model) {
   std::reverse(params_.begin(), params_.end());
 }
 
-void NumericsTracer::begin_step(int64_t step) {
+void NumericsTracer::begin_step(int64_t step, bool capture_ops, bool write_log) {
   step_ = step;
-  tracing_ = step % freq_ == 0;
+  logging_ = write_log && level_ != NumericsTrace::kNone && step % freq_ == 0;
+  tracing_ = logging_ || capture_ops;
+  ops_ = capture_ops || (logging_ && level_ == NumericsTrace::kOps);
   micro_ = -1;
   lines_.clear();
 }
 
 void NumericsTracer::set_test_perturbation(int64_t step, int64_t layer, int ulps) {
-  perturbation_ = Perturbation{step, layer, ulps};
+  perturbation_ = Perturbation{step, layer, ulps > 0 ? Fault::kUlp : Fault::kNone};
+}
+
+void NumericsTracer::set_test_infinity(int64_t step, int64_t layer) {
+  perturbation_ = Perturbation{step, layer, Fault::kInfinity};
+}
+
+void NumericsTracer::set_test_fault_once() {
+  if (perturbation_) perturbation_->once = true;
 }
 
 void NumericsTracer::block_starting(int64_t /*layer*/) {
-  if (!tracing_ || level_ != NumericsTrace::kOps) return;
-  ops_ = ac::OpTrace();
-  ops_.checksums = true;
-  ops_.max_abs = true;
-  recorder_ = std::make_unique<ac::TraceRecorder>(ops_);
+  if (!tracing_ || !ops_) return;
+  trace_ = ac::OpTrace();
+  trace_.checksums = true;
+  trace_.max_abs = true;
+  recorder_ = std::make_unique<ac::TraceRecorder>(trace_);
+  if (ac_context_) ac_context_->observer_trace = &trace_;
 }
 
-void NumericsTracer::perturb(at::Tensor& output) const {
+void NumericsTracer::perturb(at::Tensor& output) {
+  const bool fire = !(perturbation_->once && perturbation_->fired);
+  perturbation_->fired = true;
+  const Fault fault = fire ? perturbation_->fault : Fault::kNone;
+  at::Tensor x = output.detach();
+  if (perturbation_->fault == Fault::kInfinity) {  // the same ops whether it fires or not
+    at::Tensor delta;
+    {
+      at::DisableRecordFunctionGuard not_traced;
+      at::NoGradGuard no_grad;
+      delta = at::zeros_like(x);
+      if (fault == Fault::kInfinity) delta.view(-1)[0] = INFINITY;
+    }
+    output = output + delta;
+    return;
+  }
   at::Tensor target;
   {
     at::DisableRecordFunctionGuard not_traced;
     at::NoGradGuard no_grad;
-    target = perturbation_->ulps > 0 ? at::full_like(output, INFINITY) : output.detach();
+    target = fault == Fault::kUlp ? at::full_like(output, INFINITY) : x;
   }
-  at::Tensor x = output.detach();
   output = output + (at::nextafter(x, target) - x);
 }
 
@@ -104,14 +144,15 @@ void NumericsTracer::stage_output(ForwardStage stage, int64_t layer, at::Tensor&
   }
   if (recorder_) {
     recorder_.reset();
+    if (ac_context_) ac_context_->observer_trace = nullptr;
     write_ops(name);
   }
   lines_ += format_forward_line(name, tensor_stats(output)) + "\n";
 }
 
 void NumericsTracer::write_ops(const std::string& block) {
-  for (size_t i = 0; i < ops_.ops.size(); ++i) {
-    const ac::OpRecord& op = ops_.ops[i];
+  for (size_t i = 0; i < trace_.ops.size(); ++i) {
+    const ac::OpRecord& op = trace_.ops[i];
     if (!op.top_level) continue;  // reflected in its caller's output
     std::vector<OpOutputText> outputs;
     for (const auto& m : op.outputs) outputs.push_back(op_output_text(m));
@@ -130,16 +171,20 @@ void NumericsTracer::record_gradients() {
   }
 }
 
-void NumericsTracer::end_step() {
-  if (!tracing_) return;
-  file_->write(lines_ + fmt::format("end step {}\n", step_));
+std::string NumericsTracer::end_step() {
+  if (!tracing_) return "";
+  tracing_ = false;
+  std::string text = lines_ + fmt::format("end step {}\n", step_);
   lines_.clear();
+  if (logging_) file_->write(level_ == NumericsTrace::kOps ? text : without_op_lines(text));
+  return text;
 }
 
-std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_t freq,
-                                                     Transformer& model) {
-  if (level == NumericsTrace::kNone) return nullptr;
-  auto tracer = std::make_shared<NumericsTracer>(level, freq);
+std::shared_ptr<NumericsTracer> make_numerics_tracer(
+    NumericsTrace level, int64_t freq, Transformer& model, bool for_reruns,
+    std::shared_ptr<ac::CheckpointContext> ac_context) {
+  if (level == NumericsTrace::kNone && !for_reruns) return nullptr;
+  auto tracer = std::make_shared<NumericsTracer>(level, freq, std::move(ac_context));
   tracer->attach(model);
   model->set_forward_observer(tracer);
   return tracer;
@@ -148,7 +193,7 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_
 void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
                        int64_t resume_step) {
   const std::string path = dump_folder + "/numerics.log";
-  if (tracer) return tracer->open(path, resume_step);
+  if (tracer && tracer->writes_log()) return tracer->open(path, resume_step);
   std::error_code ec;
   std::filesystem::remove(path, ec);
 }

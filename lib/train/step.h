@@ -18,6 +18,7 @@ struct StepResult {
   double loss = 0;       // summed cross-entropy / tokens in the step (NaN/inf passed through)
   double grad_norm = 0;  // total L2 norm before clipping
   double lr = 0;
+  bool skipped = false;  // the rerun check dropped the step's update (debug.rerun_action "skip")
 };
 
 struct StepOptions {

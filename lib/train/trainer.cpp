@@ -15,6 +15,7 @@
 #include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/malloc_tuning.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -63,8 +64,11 @@ Trainer::Trainer(RunContext& context)
   ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
   checkpointed_blocks_ =
       ac::apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
-  numerics_ =
-      make_numerics_tracer(config_.debug.numerics_trace, config_.debug.numerics_freq, model_);
+  if (RerunMonitor monitor(config_.debug); monitor.armed()) {
+    rerun_ = std::make_unique<RerunMonitor>(monitor);
+  }
+  numerics_ = make_numerics_tracer(config_.debug.numerics_trace, config_.debug.numerics_freq,
+                                   model_, rerun_ != nullptr, ac_context_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   step_options_.device = ctx_.device;
@@ -96,6 +100,7 @@ void Trainer::log_start() const {
     log << "[titan] warning: " << warning << "\n";
   log << format_determinism_block(
       d, fmt::format("{} {}", ctx_.device.str(), hardware_name(ctx_.device)));
+  if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
   log << fmt::format("[titan] data: {}\n", source_->describe());
   log << fmt::format(
       "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches), "
@@ -116,43 +121,79 @@ void Trainer::log_start() const {
         ac.preserve_rng_state, to_string(ac.determinism_check), ac.debug);
     for (const auto& name : checkpointed_blocks_) log << "[titan]   checkpointing " << name << "\n";
   }
-  if (numerics_) {
+  if (numerics_ && numerics_->writes_log()) {
     log << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
                        to_string(config_.debug.numerics_trace), config_.debug.numerics_freq);
+  }
+  if (rerun_) {
+    const auto& dbg = config_.debug;
+    std::vector<std::string> steps;
+    for (int64_t s : dbg.rerun_steps) steps.push_back(std::to_string(s));
+    log << fmt::format("[titan] rerun check: on {}{}, steps [{}], action {}; reports in {}/rerun\n",
+                       to_string(dbg.rerun_on),
+                       dbg.rerun_on == RerunOn::kSpike || dbg.rerun_on == RerunOn::kBoth
+                           ? fmt::format(" (spike: loss > {} x mean of the last {})",
+                                         dbg.rerun_spike_factor, dbg.rerun_window)
+                           : "",
+                       fmt::join(steps, ", "), to_string(dbg.rerun_action),
+                       config_.job.dump_folder);
   }
   for (const auto& note : start_notes_) log << "[titan] " << note << "\n";
   log.flush();
 }
 
-StepResult Trainer::train_step() {
-  std::vector<Batch> micro_batches;
-  for (int64_t i = 0; i < plan_.micro_batches; ++i) micro_batches.push_back(loader_->next());
-  const int64_t step = ++step_;
+Trainer::ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batches,
+                                            bool capture_ops, bool write_log) {
   ac_context_->step = step;
   const double lr = config_.optimizer.lr * schedule_.factor(step);
   step_options_.before_clip = nullptr;
   if (numerics_) {
-    numerics_->begin_step(step);
+    numerics_->begin_step(step, capture_ops, write_log);
     if (numerics_->tracing()) step_options_.before_clip = [this] { numerics_->record_gradients(); };
   }
-  StepResult result = fail_on_nondeterministic_op(step, [&] {
-    return run_step(model_, *optimizer_, params_, micro_batches, lr, step_options_);
-  });
-  result.step = step;
-  if (!std::isfinite(result.loss)) {
+  ExecutedStep e;
+  e.result = fail_on_nondeterministic_op(
+      step, [&] { return run_step(model_, *optimizer_, params_, batches, lr, step_options_); });
+  e.result.step = step;
+  if (numerics_) {
+    std::string text = numerics_->end_step();
+    if (capture_ops) e.trace = std::move(text);
+  }
+  return e;
+}
+
+StepResult Trainer::train_step() {
+  const int64_t step = step_ + 1;
+  std::optional<Snapshot> before;
+  if (rerun_ && rerun_->keeps_state_before(step)) before = keep_state_before_step();
+  std::vector<Batch> micro_batches;
+  for (int64_t i = 0; i < plan_.micro_batches; ++i) micro_batches.push_back(loader_->next());
+  // A step listed in rerun_steps is traced the first time too, so a difference can be named.
+  const bool trace_original = rerun_ && rerun_->requested(step);
+  ExecutedStep original = execute_step(step, micro_batches, trace_original, true);
+  step_ = step;
+  tokens_seen_ += plan_.tokens_per_step;
+  StepResult result = original.result;
+  std::optional<RerunTrigger> trigger;
+  if (before) trigger = rerun_->trigger(step, result.loss, result.grad_norm);
+  if (trigger) {
+    result = rerun_step(*trigger, *before, micro_batches, original);
+  } else if (rerun_) {
+    rerun_->accept(result.loss);
+  }
+  if (!std::isfinite(result.loss) && !result.skipped) {
     const char* what = std::isnan(result.loss) ? "nan" : result.loss > 0 ? "inf" : "-inf";
     throw RuntimeFailure(fmt::format("loss is {} at step {}", what, step),
                          "lower optimizer.lr, raise lr_scheduler.warmup_steps, or check the data");
   }
-  if (numerics_) numerics_->end_step();
-  tokens_seen_ += plan_.tokens_per_step;
   std::optional<uint64_t> checksum;
   if (step % config_.debug.fingerprint_freq == 0) {
     const auto start = Clock::now();
     checksum = tensors_checksum(params_);
     checksum_seconds_ += seconds_since(start);
   }
-  ctx_.fingerprint->write_step(step, result.loss, result.grad_norm, lr, tokens_seen_, checksum);
+  ctx_.fingerprint->write_step(step, result.loss, result.grad_norm, result.lr, tokens_seen_,
+                               checksum);
   return result;
 }
 
@@ -210,6 +251,7 @@ TrainSummary Trainer::train() {
                        current_rss_bytes() / (1 << 30));
   }
   const auto start = Clock::now();
+  const CpuUsage usage_start = cpu_usage();
   const int64_t first_step = step_;
   auto last_log = start;
   int64_t steps_since_log = 0;
@@ -230,11 +272,25 @@ TrainSummary Trainer::train() {
   summary.mean_tps =
       static_cast<double>((step_ - first_step) * plan_.tokens_per_step) / summary.seconds;
   summary.checksum_seconds = checksum_seconds_;
+  summary.reruns = reruns_;
   log << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}, final loss {:.5f}\n",
                      summary.steps, summary.seconds, with_thousands(std::llround(summary.mean_tps)),
                      summary.losses.empty() ? NAN : summary.losses.back());
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksum_seconds_, 100.0 * checksum_seconds_ / summary.seconds);
+  if (summary.steps > 0) {
+    const CpuUsage end = cpu_usage();
+    const double user = end.user_s - usage_start.user_s, sys = end.system_s - usage_start.system_s;
+    log << fmt::format(
+        "[titan] CPU time in the steps: user {:.1f} s, system {:.1f} s ({:.1f}% in the kernel), "
+        "{} minor page faults per step\n",
+        user, sys, user + sys > 0 ? 100.0 * sys / (user + sys) : 0.0,
+        std::llround((end.minor_faults - usage_start.minor_faults) /
+                     static_cast<double>(summary.steps)));
+  }
+  if (rerun_ && summary.steps > 0) {
+    log_rerun_cost(summary.seconds / static_cast<double>(summary.steps));
+  }
   log.flush();
   return summary;
 }

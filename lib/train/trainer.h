@@ -16,6 +16,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/numerics_trace.h"
+#include "train/rerun.h"
 #include "train/run_context.h"
 #include "train/step.h"
 
@@ -26,6 +27,7 @@ struct TrainSummary {
   double seconds = 0;
   double mean_tps = 0;
   double checksum_seconds = 0;  // spent on fingerprint.log parameter checksums
+  int64_t reruns = 0;           // steps the rerun check re-executed
   std::vector<double> losses;   // one per step
 };
 
@@ -52,7 +54,8 @@ class Trainer {
   // implementation (unless deterministic_warn_only) or the recompute checker finds a difference.
   TrainSummary train();
 
-  // One optimizer step, with its fingerprint.log line.
+  // One optimizer step, with its fingerprint.log line. With debug.rerun_* armed, keeps the state
+  // before the step in memory and reruns the step when a trigger fires (lib/train/rerun.h).
   StepResult train_step();
 
   // The state the next step depends on besides the tensors (RNG states read now).
@@ -80,6 +83,24 @@ class Trainer {
   void save_checkpoint_now(bool final_save);
   // Warns once on stderr when the console stream fails (a closed pipe, a full disk).
   void check_console();
+  // One execution of step `step` on `batches` from the current state; `trace` holds its
+  // numerics text when it was traced at op level (`capture_ops`), else "".
+  struct ExecutedStep {
+    StepResult result;
+    std::string trace;
+  };
+  ExecutedStep execute_step(int64_t step, const std::vector<Batch>& batches, bool capture_ops,
+                            bool write_log);
+  // The rerun check (trainer_rerun.cpp). The step has run from `before` on `batches`, and
+  // step_ counts it; reruns it, reports, and applies debug.rerun_action. Returns the step's
+  // result as it stands (skipped: the original's, marked).
+  Snapshot keep_state_before_step();
+  StepResult rerun_step(RerunTrigger trigger, const Snapshot& before,
+                        const std::vector<Batch>& batches, const ExecutedStep& original);
+  StepExecution describe_execution(const std::string& label, const ExecutedStep& e) const;
+  std::vector<SequenceLoss> sequence_losses(const std::vector<Batch>& batches);
+  std::string write_rerun_report(const RerunReport& report) const;
+  void log_rerun_cost(double step_seconds) const;
 
   RunContext& ctx_;
   const Config& config_;  // ctx_.config
@@ -103,6 +124,13 @@ class Trainer {
   std::string checkpoint_folder_;         // <dump_folder>/<checkpoint.folder>
   int64_t last_saved_step_ = -1;          // the step of this run's latest checkpoint
   std::vector<std::string> start_notes_;  // what was loaded, for the start-up log
+  std::unique_ptr<RerunMonitor> rerun_;   // null when no rerun trigger is armed
+  struct KeepCost {
+    int64_t steps = 0;
+    double seconds = 0;
+    double bytes = 0;  // of the latest kept state
+  } keep_cost_;
+  int64_t reruns_ = 0;
 };
 
 }  // namespace titan

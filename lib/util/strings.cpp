@@ -78,6 +78,20 @@ std::vector<std::string> split_words(const std::string& line) {
   return words;
 }
 
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> items;
+  if (text.find_first_not_of(" \t") == std::string::npos) return items;
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(sep, begin);
+    std::string item = text.substr(begin, end == std::string::npos ? end : end - begin);
+    size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    items.push_back(first == std::string::npos ? "" : item.substr(first, last - first + 1));
+    if (end == std::string::npos) return items;
+    begin = end + 1;
+  }
+}
+
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }

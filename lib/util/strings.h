@@ -23,6 +23,10 @@ void append_utf8(std::string& out, uint32_t cp);
 // The words of `line`, split at runs of whitespace.
 std::vector<std::string> split_words(const std::string& line);
 
+// The items of `text` separated by `sep`, each without surrounding whitespace ("1, 2" -> "1",
+// "2"); "" gives no items, "1,,2" an empty middle one.
+std::vector<std::string> split_list(const std::string& text, char sep);
+
 bool starts_with(const std::string& s, const std::string& prefix);
 bool ends_with(const std::string& s, const std::string& suffix);
 
