@@ -53,7 +53,7 @@ std::string help_text() {
     for (auto& f : fields) {
       if (f.section != section) continue;
       std::string default_text = f.has_value() ? f.value_as_toml() : "unset";
-      out += fmt::format("  --{:<40} {:<8} default: {}\n", f.name(), f.type_name(), default_text);
+      out += fmt::format("  --{:<40} {:<12} default: {}\n", f.name(), f.type_name(), default_text);
       out += fmt::format("      {}\n", f.help);
       if (const std::string bounds = bound_text(f); !bounds.empty()) {
         out += fmt::format("      range: {}\n", bounds);
