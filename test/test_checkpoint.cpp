@@ -142,15 +142,20 @@ TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint 
                      "--checkpoint.enable --checkpoint.last_save_model_only false "
                      "--checkpoint.interval 3 --checkpoint.keep_latest_k 2");
   std::mt19937 rng(2026);  // fixed delays: the same moments on the same machine
-  std::uniform_int_distribution<int> delay_ms(300, 1200);
-  // 20 kills of a run that has a checkpoint to lose (a slow start-up under load can take the
-  // first few moments; those do not count, up to 80 tries).
+  std::uniform_int_distribution<int> delay_ms(0, 900);
+  // 20 kills of a run that has a checkpoint to lose: each waits until the folder holds a
+  // checkpoint (at once after the first), then kills after a delay, so a slow start-up under
+  // load cannot use up the tries.
+  const std::string wait_for_checkpoint =
+      "for i in $(seq 1200); do ls " + dir +
+      "/checkpoint 2>/dev/null | grep -q '^step-' && break; kill -0 $p 2>/dev/null || break; "
+      "sleep 0.05; done; ";
   int kills = 0;
-  for (int i = 0; i < 80 && kills < 20; ++i) {
+  for (int i = 0; i < 40 && kills < 20; ++i) {
     const int ms = delay_ms(rng);
-    auto r =
-        test::run_shell(test::binary() + " " + flags + " > /dev/null 2>&1 & p=$!; sleep " +
-                        std::to_string(ms / 1000.0) + "; kill -9 $p 2>/dev/null; wait $p; echo $?");
+    auto r = test::run_shell(test::binary() + " " + flags + " > /dev/null 2>&1 & p=$!; " +
+                             wait_for_checkpoint + "sleep " + std::to_string(ms / 1000.0) +
+                             "; kill -9 $p 2>/dev/null; wait $p; echo $?");
     INFO("try " << i << ", killed after " << ms << " ms: exit " << r.output);
     if (r.output == "0\n") break;  // the run finished first
     REQUIRE(r.output == "137\n");
