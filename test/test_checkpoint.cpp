@@ -109,13 +109,24 @@ TEST_CASE("checkpoint: a second SIGTERM aborts the save, keeps the previous chec
           "[checkpoint]") {
   // debugmodel: a save of ~75 MB, long enough to land the second signal inside it. Signals sent
   // back to back would merge into one (the kernel does not queue them).
-  auto dir = test::temp_dir("ckpt_twice");
-  const std::string flags = test::tiny_run(
-      dir, 400, std::string(kSaving) + "--model.flavor debugmodel --checkpoint.interval 2");
-  const std::string during_save =
-      "while kill -0 $p 2>/dev/null; do set -- " + dir +
-      "/checkpoint/.step-*.tmp; [ -e \"$1\" ] && break; done; kill -TERM $p";
-  auto r = test::run_shell(signal_at_step(flags, dir, 3, "kill -TERM $p; " + during_save));
+  std::string dir;
+  test::RunResult r;
+  // A save that ends before the polling shell sees its folder misses the moment (the run then
+  // exits 0 with its checkpoint): that is a missed moment, not a failure, so up to 3 tries.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    dir = test::temp_dir("ckpt_twice");
+    const std::string flags = test::tiny_run(
+        dir, 400, std::string(kSaving) + "--model.flavor debugmodel --checkpoint.interval 2");
+    const std::string during_save =
+        "while kill -0 $p 2>/dev/null; do set -- " + dir +
+        "/checkpoint/.step-*.tmp; [ -e \"$1\" ] && break; done; kill -TERM $p";
+    // With the malloc tuning the save is fast enough (on libtorch 2.6) to end before the polling
+    // shell sees its folder (2 of 5 runs); glibc's defaults keep the window open. The abort does
+    // not depend on the allocator.
+    r = test::run_shell("TITAN_MALLOC_TUNING=0 " +
+                        signal_at_step(flags, dir, 3, "kill -TERM $p; " + during_save));
+    if (r.output != "exit 0\n") break;
+  }
   CHECK_THAT(r.output, Catch::EndsWith("exit 143\n"));
   auto log = test::read_text(dir + ".log");
   std::smatch m;
