@@ -259,5 +259,6 @@ TEST_CASE("rerun: the keys parse from TOML and flags, and bad values name the ke
                              " --debug.rerun_steps 1,x");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("debug.rerun_steps: expected integer list, got \"1,x\""));
+  CHECK_THAT(bad.output, Catch::Contains("for example --debug.rerun_steps=100,200"));
   CHECK_FALSE(std::filesystem::exists(test::temp_dir("rerun_flags_bad") + "/out"));
 }

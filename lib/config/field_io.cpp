@@ -210,7 +210,10 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
   if (!ok) {
     throw ConfigError(
         at, fmt::format("{}: expected {}, got \"{}\"", spec.name(), spec.type_name(), text),
-        fmt::format("for example --{}={}", spec.name(), example_value(spec)));
+        fmt::format("for example --{}={}", spec.name(),
+                    std::holds_alternative<std::vector<int64_t>*>(spec.target)
+                        ? "100,200"  // the flag's list form; example_value is TOML's
+                        : example_value(spec)));
   }
   check_field_value(spec, at);
   if (spec.toml_location) spec.toml_location->clear();  // a flag now holds the value
