@@ -1,7 +1,7 @@
 // Building a RunContext, in the one order the run's process-wide state depends on:
 //
 //   1. world          rank and world size from the launcher's environment (torchrun, Slurm)
-//   2. process group  the collectives between ranks (single process for now)
+//   2. process group  the collectives between ranks (rendezvous; rank 0 draws the seed when unset)
 //   3. determinism    seeds, threads, deterministic algorithms, warning handler
 //   4. device         cpu or cuda, after the determinism settings CUDA must see first
 //   --                the Trainer builds the model, data and optimizer (all remaining validation)

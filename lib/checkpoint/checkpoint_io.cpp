@@ -36,6 +36,7 @@ struct Manifest {
 std::string format_manifest(const CheckpointContents& c, const std::vector<FileEntry>& files) {
   std::string text = fmt::format("{}\nstep {}\nkind {}\nconfig_hash {:#018x}\n", kManifestFormat,
                                  c.step, c.model_only ? "model_only" : "full", c.config_hash);
+  if (c.world_size > 1) text += fmt::format("world_size {}\n", c.world_size);
   for (const auto& f : files)
     text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
   return text;
@@ -79,6 +80,9 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     } else if (words.size() == 2 && words[0] == "config_hash" && parse_u64(words[1], a)) {
       m.summary.config_hash = a;
       has_hash = true;
+    } else if (words.size() == 2 && words[0] == "world_size" && parse_u64(words[1], a) && a >= 1 &&
+               a <= (uint64_t{1} << 20)) {
+      m.summary.world_size = static_cast<int64_t>(a);
     } else if (words.size() == 4 && words[0] == "file" && parse_u64(words[2], a) &&
                parse_u64(words[3], b) && words[1].find('/') == std::string::npos) {
       m.files.push_back({words[1], a, b});
@@ -186,6 +190,13 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
       });
       write_file(tmp, "train_state.bin", should_abort, files,
                  [&](HashedFileWriter& out) { write_text(out, encode_train_state(c.state)); });
+      for (size_t i = 0; i < c.other_rank_states.size(); ++i) {
+        const std::string state_file =
+            rank_file_name("train_state.bin", static_cast<int64_t>(i) + 1);
+        write_file(tmp, state_file, should_abort, files, [&](HashedFileWriter& out) {
+          write_text(out, encode_train_state(c.other_rank_states[i]));
+        });
+      }
     }
     write_file(tmp, "config.toml", should_abort, files,
                [&](HashedFileWriter& out) { write_text(out, c.config_toml); });
@@ -245,14 +256,18 @@ ManifestSummary read_manifest_summary(const std::string& step_folder) {
   return read_manifest(step_folder).summary;
 }
 
-CheckpointContents load_checkpoint(const std::string& step_folder) {
+CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank) {
   const Manifest m = read_manifest(step_folder);
   CheckpointContents c;
   c.step = m.summary.step;
   c.model_only = m.summary.model_only;
   c.config_hash = m.summary.config_hash;
+  c.world_size = m.summary.world_size;
+  const bool has_rank_state = !c.model_only && rank < c.world_size;
+  const std::string state_name = rank_file_name("train_state.bin", rank);
   std::vector<std::string> required = {"model.safetensors", "config.toml"};
-  if (!c.model_only) required.insert(required.end(), {"optimizer.safetensors", "train_state.bin"});
+  if (!c.model_only) required.push_back("optimizer.safetensors");
+  if (has_rank_state) required.push_back(state_name);
   for (const auto& name : required) {
     const bool listed = std::any_of(m.files.begin(), m.files.end(),
                                     [&](const FileEntry& f) { return f.name == name; });
@@ -271,7 +286,7 @@ CheckpointContents load_checkpoint(const std::string& step_folder) {
       auto optimizer = parse_safetensors(std::move(bytes), path);
       c.optimizer = std::move(optimizer.tensors);
       c.optimizer_metadata = std::move(optimizer.metadata);
-    } else if (f.name == "train_state.bin" && !c.model_only) {
+    } else if (f.name == state_name && has_rank_state) {
       c.state = decode_train_state(bytes, path);
     } else if (f.name == "config.toml") {
       c.config_toml = bytes;

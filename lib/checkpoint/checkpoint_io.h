@@ -32,7 +32,11 @@ struct CheckpointContents {
   // Full checkpoints only:
   std::vector<NamedTensor> optimizer;
   SafetensorsMetadata optimizer_metadata;
-  TrainState state;
+  TrainState state;  // rank 0's (train_state.bin), or on load the loading rank's
+  // Data parallelism: the ranks that saved it, and ranks 1..world_size-1's own states (RNG and
+  // loader position), in train_state.rank<N>.bin. Parameters and optimizer are replicated.
+  int64_t world_size = 1;
+  std::vector<TrainState> other_rank_states;
 };
 
 struct SaveRecord {
@@ -63,13 +67,16 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
 // Reads <step_folder>, checking the manifest first: every listed file present, with its size and
 // checksum. Throws RuntimeFailure naming the damaged or missing file, with a hint to load
 // another step (checkpoint.load_step). Modifies nothing.
-CheckpointContents load_checkpoint(const std::string& step_folder);
+// `rank` selects the TrainState read into `state` (rank 0: train_state.bin); a rank the
+// checkpoint has no state for leaves `state` default (the caller refuses a world_size change).
+CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0);
 
 // Only the manifest's step, kind and config hash, checked for format (not the files).
 struct ManifestSummary {
   int64_t step = 0;
   bool model_only = false;
   uint64_t config_hash = 0;
+  int64_t world_size = 1;  // "world_size N" in the manifest; absent before data parallelism
 };
 ManifestSummary read_manifest_summary(const std::string& step_folder);
 

@@ -71,6 +71,22 @@ struct CheckpointConfig {
   std::string initial_load_path;  // weights to start from when there is no checkpoint to resume
 };
 
+// Torchtitan's degrees. The data-parallel degree is replicate x shard; both run as replication
+// (every rank holds all parameters and optimizer state, gradients are all-reduced), so shard
+// gives FSDP's numerics without its memory saving. Other parallelisms must stay 1.
+struct ParallelismConfig {
+  int64_t data_parallel_replicate_degree = 1;  // -1: fills the world
+  int64_t data_parallel_shard_degree = -1;     // -1: fills the world
+  int64_t tensor_parallel_degree = 1;
+  int64_t pipeline_parallel_degree = 1;
+  int64_t context_parallel_degree = 1;
+};
+
+struct CommConfig {
+  int64_t init_timeout_seconds = 300;   // rendezvous and collectives up to the end of step 1
+  int64_t train_timeout_seconds = 100;  // collectives after step 1
+};
+
 struct ActivationCheckpointConfig {
   AcMode mode = AcMode::kSelective;
   std::string selective_ac_option = "2";
@@ -114,12 +130,19 @@ struct Config {
   OptimizerConfig optimizer;
   LRSchedulerConfig lr_scheduler;
   MetricsConfig metrics;
+  ParallelismConfig parallelism;
   CheckpointConfig checkpoint;
   ActivationCheckpointConfig activation_checkpoint;
+  CommConfig comm;
   DebugConfig debug;
   // "file:line:col" of the TOML key that set each value, by "section.key", so that errors found
   // across keys can point at the file; empty (or absent) for defaults and values set by a flag.
   std::map<std::string, std::string> toml_locations;
 };
+
+// The data-parallel degree for a world of `world_size` processes: replicate x shard, a -1 filling
+// what the other degrees leave. Throws ConfigError naming the key (and its file:line:col) when
+// the degrees do not multiply to the world size, or global_batch_size does not divide.
+int64_t data_parallel_degree(const Config& config, int64_t world_size);
 
 }  // namespace titan

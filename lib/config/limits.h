@@ -31,5 +31,8 @@ constexpr int64_t kMinThreadCap = 64;
 // activation_checkpoint.selective_ac_option: checkpoint every Nth block; N above the layer count
 // checkpoints nothing, so a bound far above any model's depth loses nothing.
 constexpr int64_t kMaxSelectiveAcEvery = 1'000'000;
+// Processes of one run (and each parallelism degree): far above any cluster, and small enough
+// that degree products stay exact in int64.
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 
 }  // namespace titan::limits

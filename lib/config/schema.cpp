@@ -85,8 +85,8 @@ std::string suggest_field_name(const std::string& name, const std::vector<FieldS
 
 std::vector<std::string> config_sections() {
   return {"job",          "model",   "training",   "optimizer",
-          "lr_scheduler", "metrics", "checkpoint", "activation_checkpoint",
-          "debug"};
+          "lr_scheduler", "metrics", "parallelism", "checkpoint", "activation_checkpoint",
+          "comm", "debug"};
 }
 
 std::vector<FieldSpec> config_fields(Config& c) {
@@ -155,6 +155,28 @@ std::vector<FieldSpec> config_fields(Config& c) {
                                 "Log metrics at step 1 and every log_freq steps"),
                           1, kMaxSteps)),
 
+      at_least(field("parallelism", "data_parallel_replicate_degree",
+                     &c.parallelism.data_parallel_replicate_degree,
+                     "Data-parallel replicas (DDP); -1 fills the world size"),
+               -1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(field("parallelism", "data_parallel_shard_degree",
+                     &c.parallelism.data_parallel_shard_degree,
+                     "Data-parallel shards (FSDP's degree; run as replication: same numerics, "
+                     "parameters not sharded); -1 fills the world size"),
+               -1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(field("parallelism", "tensor_parallel_degree",
+                     &c.parallelism.tensor_parallel_degree,
+                     "Tensor parallelism (not implemented: must be 1)"),
+               1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(field("parallelism", "pipeline_parallel_degree",
+                     &c.parallelism.pipeline_parallel_degree,
+                     "Pipeline parallelism (not implemented: must be 1)"),
+               1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(field("parallelism", "context_parallel_degree",
+                     &c.parallelism.context_parallel_degree,
+                     "Context parallelism (not implemented: must be 1)"),
+               1, static_cast<double>(limits::kMaxWorldSize)),
+
       not_hashed(field("checkpoint", "enable", &c.checkpoint.enable,
                        "Save checkpoints, and resume from the latest one at start")),
       not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
@@ -187,6 +209,14 @@ std::vector<FieldSpec> config_fields(Config& c) {
                  "(also values), none"),
       field("activation_checkpoint", "debug", &ac.debug,
             "On a recompute mismatch, print and save both op traces"),
+
+      not_hashed(at_least(field("comm", "init_timeout_seconds", &c.comm.init_timeout_seconds,
+                                "Seconds every rank may take to arrive at the rendezvous, and "
+                                "collectives may wait up to the end of step 1"),
+                          1, 86400)),
+      not_hashed(at_least(field("comm", "train_timeout_seconds", &c.comm.train_timeout_seconds,
+                                "Seconds a collective may wait for the other ranks after step 1"),
+                          1, 86400)),
 
       at_least(field("debug", "seed", &c.debug.seed,
                      "Base RNG seed (a non-negative integer); unset: drawn at start and logged"),

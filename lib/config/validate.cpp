@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 #include "config/limits.h"
 #include "config/loader.h"
@@ -84,7 +85,69 @@ void check_checkpoint(const Config& config) {
   }
 }
 
+void check_parallelism(const Config& config) {
+  const ParallelismConfig& p = config.parallelism;
+  const std::pair<const char*, int64_t> unsupported[] = {
+      {"parallelism.tensor_parallel_degree", p.tensor_parallel_degree},
+      {"parallelism.pipeline_parallel_degree", p.pipeline_parallel_degree},
+      {"parallelism.context_parallel_degree", p.context_parallel_degree}};
+  for (const auto& [key, degree] : unsupported) {
+    if (degree == 1) continue;
+    throw ConfigError(where(config, key),
+                      fmt::format("{} is not supported: titan-train parallelizes over data only",
+                                  degree),
+                      "set it to 1 and use parallelism.data_parallel_replicate_degree (or "
+                      "data_parallel_shard_degree) for more processes");
+  }
+  const std::pair<const char*, int64_t> data_parallel[] = {
+      {"parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree},
+      {"parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree}};
+  for (const auto& [key, degree] : data_parallel) {
+    if (degree == 0) {
+      throw ConfigError(where(config, key), "0 is not a degree",
+                        "use a positive degree, or -1 to fill the world size");
+    }
+  }
+  if (p.data_parallel_replicate_degree == -1 && p.data_parallel_shard_degree == -1) {
+    throw ConfigError(where(config, "parallelism.data_parallel_replicate_degree"),
+                      "only one data-parallel degree can be -1 (data_parallel_shard_degree is -1 "
+                      "too)",
+                      "set data_parallel_replicate_degree = 1");
+  }
+}
+
 }  // namespace
+
+int64_t data_parallel_degree(const Config& config, int64_t world_size) {
+  const ParallelismConfig& p = config.parallelism;
+  const int64_t replicate = p.data_parallel_replicate_degree;
+  const int64_t shard = p.data_parallel_shard_degree;
+  const int64_t fixed = (replicate == -1 ? 1 : replicate) * (shard == -1 ? 1 : shard);
+  if (replicate != -1 && shard != -1 && fixed != world_size) {
+    throw ConfigError(where(config, "parallelism.data_parallel_replicate_degree"),
+                      fmt::format("data_parallel_replicate_degree {} x data_parallel_shard_degree "
+                                  "{} = {}, but the world has {} processes",
+                                  replicate, shard, fixed, world_size),
+                      "make the product the number of processes, or set one degree to -1");
+  }
+  if (world_size % fixed != 0) {
+    throw ConfigError(where(config, replicate == -1 ? "parallelism.data_parallel_shard_degree"
+                                                    : "parallelism.data_parallel_replicate_degree"),
+                      fmt::format("{} processes cannot be split into data-parallel groups of {}",
+                                  world_size, fixed),
+                      "start a multiple of that many processes, or set the degree to -1");
+  }
+  const TrainingConfig& t = config.training;
+  if (t.global_batch_size != -1 && t.global_batch_size % (t.local_batch_size * world_size) != 0) {
+    throw ConfigError(where(config, "training.global_batch_size"),
+                      fmt::format("{} is not a multiple of local_batch_size {} x data-parallel "
+                                  "degree {}",
+                                  t.global_batch_size, t.local_batch_size, world_size),
+                      "gradient accumulation needs global_batch_size = local_batch_size x "
+                      "data-parallel degree x N");
+  }
+  return world_size;
+}
 
 BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
   BatchPlan plan;
@@ -120,6 +183,7 @@ void validate(const Config& config) {
   check_dataset(config);
   check_activation_checkpoint(config);
   check_checkpoint(config);
+  check_parallelism(config);
 }
 
 std::vector<std::string> config_warnings(const Config& config) {

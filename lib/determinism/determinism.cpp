@@ -84,16 +84,9 @@ OncePerOpWarningHandler& warning_handler() {
   return handler;
 }
 
-uint64_t resolve_seed(const Config& config, int64_t world_size, bool& drawn) {
+uint64_t resolve_seed(const Config& config, bool& drawn) {
   drawn = !config.debug.seed.has_value();
-  if (!drawn) return static_cast<uint64_t>(*config.debug.seed);
-  if (world_size > 1) {
-    throw ConfigError("debug.seed", "a multi-process run needs an explicit seed",
-                      "set debug.seed so every rank initializes the same weights");
-  }
-  std::random_device device;
-  uint64_t seed = (static_cast<uint64_t>(device()) << 31) ^ device();
-  return seed & ((1ull << 62) - 1);  // stays a positive TOML integer when written back
+  return drawn ? draw_seed() : static_cast<uint64_t>(*config.debug.seed);
 }
 
 // CUBLAS_WORKSPACE_CONFIG must be in the environment before cuBLAS creates its first handle.
@@ -160,6 +153,12 @@ void raise_if_nondeterministic_op(const std::exception& error, int64_t step) {
       "false");
 }
 
+uint64_t draw_seed() {
+  std::random_device device;
+  uint64_t seed = (static_cast<uint64_t>(device()) << 31) ^ device();
+  return seed & ((1ull << 62) - 1);  // stays a positive TOML integer when written back
+}
+
 DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t world_size,
                                      std::ostream& log) {
   const auto& d = config.debug;
@@ -173,7 +172,7 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   at::set_num_threads(static_cast<int>(r.cpu_threads));
   r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));
 
-  r.seed = resolve_seed(config, world_size, r.seed_was_drawn);
+  r.seed = resolve_seed(config, r.seed_was_drawn);
   torch::manual_seed(r.seed);  // the CPU generator and every CUDA device's
 
   auto& ctx = at::globalContext();

@@ -11,6 +11,7 @@
 
 #include "metrics/numerics_log.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace titan {
 namespace {
@@ -191,8 +192,8 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(
 }
 
 void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
-                       int64_t resume_step) {
-  const std::string path = dump_folder + "/numerics.log";
+                       int64_t resume_step, int64_t rank) {
+  const std::string path = dump_folder + "/" + rank_file_name("numerics.log", rank);
   if (tracer && tracer->writes_log()) return tracer->open(path, resume_step);
   std::error_code ec;
   std::filesystem::remove(path, ec);

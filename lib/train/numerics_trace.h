@@ -103,10 +103,10 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(
     NumericsTrace level, int64_t freq, Transformer& model, bool for_reruns = false,
     std::shared_ptr<ac::CheckpointContext> ac_context = nullptr);
 
-// Opens <dump_folder>/numerics.log for `tracer`, or, when it is null or records nothing, removes
-// a numerics.log an earlier run left there (compare would read it as this run's). Call with the
-// outputs.
+// Opens <dump_folder>/numerics.log (numerics.rank<N>.log for rank N > 0) for `tracer`, or, when
+// it is null or records nothing, removes one an earlier run left there (compare would read it as
+// this run's). Call with the outputs.
 void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
-                       int64_t resume_step = 0);
+                       int64_t resume_step = 0, int64_t rank = 0);
 
 }  // namespace titan

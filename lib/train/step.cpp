@@ -20,6 +20,7 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
   double tokens_in_step = 0;
   for (const auto& batch : micro_batches)
     tokens_in_step += static_cast<double>(batch.labels.numel());
+  tokens_in_step *= static_cast<double>(options.data_parallel);
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
   for (const auto& batch : micro_batches) {
@@ -32,6 +33,7 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
     loss.backward();
     loss_sum += loss.detach().to(at::kDouble);
   }
+  if (options.reduce_gradients) options.reduce_gradients(loss_sum);
   if (options.before_clip) options.before_clip();
   result.grad_norm = clip_grad_norm(params, options.max_norm);
   result.loss = loss_sum.item<double>();

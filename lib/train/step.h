@@ -1,5 +1,6 @@
 // One training step, torchtitan's order: zero grads; for each micro-batch, forward and backward
-// of loss = summed cross-entropy / tokens in the whole step; clip to max_norm; set the LR; AdamW.
+// of loss = summed cross-entropy / tokens in the whole step (over all ranks); with several ranks,
+// sum the gradients over them; clip to max_norm; set the LR; AdamW.
 // Free of the Trainer's config and data so tests can drive it with their own batches.
 #pragma once
 
@@ -25,6 +26,12 @@ struct StepOptions {
   c10::Device device = c10::Device(c10::kCPU);
   bool autocast_bf16 = false;  // CUDA autocast to bfloat16 around forward and loss
   double max_norm = 1.0;
+  // Ranks training together: the loss is divided by the tokens of all of them (each rank's
+  // micro-batches have the same shape), so that summing gradients over the ranks averages them.
+  int64_t data_parallel = 1;
+  // Called after the last backward with the step's summed loss (float64, on the device): sums
+  // gradients and loss over the ranks. Unset for one process.
+  std::function<void(at::Tensor& loss_sum)> reduce_gradients;
   // Called after the last backward, before clipping (the numerics trace reads the gradients).
   std::function<void()> before_clip;
 };

@@ -17,6 +17,7 @@
 #include "util/hash.h"
 #include "util/malloc_tuning.h"
 #include "util/strings.h"
+#include "distributed/process_group.h"
 
 namespace titan {
 namespace {
@@ -75,13 +76,53 @@ Trainer::Trainer(RunContext& context)
   step_options_.autocast_bf16 = uses_bf16_autocast(ctx_.device, t.mixed_precision_param);
   step_options_.max_norm = t.max_norm;
   flops_per_token_ = flops_per_token(args_, t.seq_len);
+  ProcessGroup& group = *ctx_.process_group;
+  step_options_.data_parallel = group.size();
+  if (group.size() > 1) {
+    reducer_ = std::make_unique<GradientReducer>(group, params_);
+    step_options_.reduce_gradients = [this](at::Tensor& loss_sum) {
+      reducer_->reduce(loss_sum, ac_context_->step);
+    };
+  }
   resume_or_initialize();
+  check_replicas_agree();
+}
+
+void Trainer::check_replicas_agree() {
+  ProcessGroup& group = *ctx_.process_group;
+  initial_checksum_ = tensors_checksum(params_);
+  if (group.size() == 1) return;
+  const auto checksums =
+      group.gather("initial_parameters", fmt::format("{:#018x}", initial_checksum_));
+  std::vector<std::string> differing;
+  for (size_t r = 1; r < checksums.size(); ++r) {
+    if (checksums[r] != checksums[0]) {
+      differing.push_back(fmt::format("rank {} has {}", r, checksums[r]));
+    }
+  }
+  const std::string verdict = group.broadcast(
+      "initial_parameters_verdict",
+      differing.empty() ? "" : fmt::format("rank 0 has {}, {}", checksums[0],
+                                           fmt::join(differing, ", ")));
+  if (!verdict.empty()) {
+    throw RuntimeFailure(
+        fmt::format("the ranks start from different parameters (checksums: {})", verdict),
+        "start every rank with the same config (model, debug.seed) and the same checkpoint or "
+        "initial_load_path");
+  }
+}
+
+void Trainer::adopt_train_timeout() {
+  if (train_timeout_adopted_) return;
+  train_timeout_adopted_ = true;
+  ctx_.process_group->set_timeout(std::chrono::seconds(config_.comm.train_timeout_seconds));
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::start() {
-  open_numerics_log(numerics_.get(), config_.job.dump_folder, ctx_.resume_step);
+  open_numerics_log(numerics_.get(), config_.job.dump_folder, ctx_.resume_step,
+                    ctx_.process_group->rank());
   log_start();
 }
 
@@ -102,11 +143,23 @@ void Trainer::log_start() const {
       d, fmt::format("{} {}", ctx_.device.str(), hardware_name(ctx_.device)));
   if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
   log << fmt::format("[titan] data: {}\n", source_->describe());
+  if (reducer_) {
+    const auto& p = config_.parallelism;
+    log << fmt::format(
+        "[titan] data parallel: {} ranks over {} (replicate {}, shard {}: both run as "
+        "replication), gradients all-reduced in {} buckets; every rank starts from parameters "
+        "{:#018x}; timeouts {} s to step 1, {} s after\n",
+        ctx_.process_group->size(), ctx_.process_group->backend(),
+        p.data_parallel_replicate_degree, p.data_parallel_shard_degree, reducer_->buckets(),
+        initial_checksum_, config_.comm.init_timeout_seconds, config_.comm.train_timeout_seconds);
+  }
   log << fmt::format(
-      "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches), "
+      "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches{}), "
       "warmup {} steps, peak lr {}\n",
       t.steps, with_thousands(plan_.tokens_per_step), t.local_batch_size, t.seq_len,
-      plan_.micro_batches, schedule_.warmup_steps(), config_.optimizer.lr);
+      plan_.micro_batches,
+      reducer_ ? fmt::format(" x {} ranks", ctx_.process_group->size()) : std::string(),
+      schedule_.warmup_steps(), config_.optimizer.lr);
   log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
                      flops_per_token_, ctx_.peak_flops / 1e9,
                      ctx_.device.is_cpu() ? " (measured sgemm)" : "", config_.job.dump_folder);
@@ -233,13 +286,15 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   auto memory = read_and_reset_peak_memory(ctx_.device);
   m.memory_gib = memory.peak_gib;
   m.memory_pct = memory.pct;
-  m.tps = static_cast<double>(steps * plan_.tokens_per_step) / seconds;
+  // Per rank, as torchtitan's tps (and so MFU against one process's peak).
+  m.tps = static_cast<double>(steps * plan_.tokens_per_step) / seconds /
+          static_cast<double>(ctx_.process_group->size());
   m.tflops = flops_per_token_ * m.tps / 1e12;
   m.mfu_pct = ctx_.peak_flops > 0 ? 100.0 * flops_per_token_ * m.tps / ctx_.peak_flops : 0.0;
   m.step_time_s = seconds / static_cast<double>(steps);
   *ctx_.log << "[titan] " << format_console_line(m) << std::endl;
   check_console();
-  ctx_.metrics->write(m);
+  if (ctx_.metrics) ctx_.metrics->write(m);
 }
 
 TrainSummary Trainer::train() {
@@ -258,6 +313,7 @@ TrainSummary Trainer::train() {
   while (step_ < config_.training.steps) {
     if (stop_requested()) break;
     StepResult r = train_step();
+    adopt_train_timeout();
     summary.losses.push_back(r.loss);
     ++steps_since_log;
     if (r.step == 1 || r.step % config_.metrics.log_freq == 0 || r.step == config_.training.steps) {
@@ -267,15 +323,26 @@ TrainSummary Trainer::train() {
     }
     if (checkpoint_due(r.step)) save_checkpoint_now(r.step == config_.training.steps);
   }
+  // No rank leaves while another may still need it (rank 0 serves the store).
+  if (ctx_.process_group->size() > 1) ctx_.process_group->any_rank(false, "the end-of-run barrier");
   summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.seconds = seconds_since(start);
   summary.mean_tps =
       static_cast<double>((step_ - first_step) * plan_.tokens_per_step) / summary.seconds;
   summary.checksum_seconds = checksum_seconds_;
   summary.reruns = reruns_;
-  log << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}, final loss {:.5f}\n",
-                     summary.steps, summary.seconds, with_thousands(std::llround(summary.mean_tps)),
+  const int64_t ranks = ctx_.process_group->size();
+  log << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n",
+                     summary.steps, summary.seconds,
+                     with_thousands(std::llround(summary.mean_tps / static_cast<double>(ranks))),
+                     ranks > 1 ? fmt::format(" per rank ({} in all)",
+                                             with_thousands(std::llround(summary.mean_tps)))
+                               : std::string(),
                      summary.losses.empty() ? NAN : summary.losses.back());
+  if (reducer_ && summary.steps > 0) {
+    log << fmt::format("[titan] gradient all-reduce: {:.1f} ms in the last step ({} buckets)\n",
+                       1e3 * reducer_->last_seconds(), reducer_->buckets());
+  }
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksum_seconds_, 100.0 * checksum_seconds_ / summary.seconds);
   if (summary.steps > 0) {

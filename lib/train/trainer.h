@@ -15,6 +15,7 @@
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/gradient_reducer.h"
 #include "train/numerics_trace.h"
 #include "train/rerun.h"
 #include "train/run_context.h"
@@ -71,6 +72,10 @@ class Trainer {
 
  private:
   void log_start() const;
+  // Data parallelism: every rank starts from the same parameters (checksums compared once).
+  void check_replicas_agree();
+  // After step 1 collectives wait comm.train_timeout_seconds instead of the init timeout.
+  void adopt_train_timeout();
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
   // After SIGTERM or SIGINT (util/stop_signal.h): with checkpoints, saves one (unless this step
   // has one) and returns true; without, throws StoppedBySignal. False when no signal arrived.
@@ -125,6 +130,10 @@ class Trainer {
   int64_t last_saved_step_ = -1;          // the step of this run's latest checkpoint
   std::vector<std::string> start_notes_;  // what was loaded, for the start-up log
   std::unique_ptr<RerunMonitor> rerun_;   // null when no rerun trigger is armed
+  std::unique_ptr<GradientReducer> reducer_;  // null for one process
+  uint64_t initial_checksum_ = 0;             // of the parameters every rank started from
+  bool train_timeout_adopted_ = false;
+  int64_t exchanges_ = 0;  // store exchanges of this run, for their unique keys
   struct KeepCost {
     int64_t steps = 0;
     double seconds = 0;

@@ -13,6 +13,7 @@
 #include "config/schema.h"
 #include "determinism/rng_state.h"
 #include "metrics/fingerprint.h"
+#include "distributed/process_group.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -74,7 +75,10 @@ void Trainer::resume_or_initialize() {
       }
       return resume_from(c.load_step);
     }
-    if (!steps.empty()) return resume_from(steps.back());
+    // Rank 0's listing decides, so that the ranks resume from the same step.
+    const std::string latest = ctx_.process_group->broadcast(
+        "resume_step", steps.empty() ? "none" : std::to_string(steps.back()));
+    if (latest != "none") return resume_from(std::stoll(latest));
   }
   if (!c.initial_load_path.empty()) load_initial_weights(c.initial_load_path);
 }
@@ -82,7 +86,18 @@ void Trainer::resume_or_initialize() {
 void Trainer::resume_from(int64_t step) {
   const std::string path = checkpoint_folder_ + "/" + checkpoint_folder_name(step);
   const auto start = std::chrono::steady_clock::now();
-  const CheckpointContents c = load_checkpoint(path);
+  const int64_t ranks = ctx_.process_group->size();
+  const CheckpointContents c = load_checkpoint(path, ctx_.process_group->rank());
+  if (!c.model_only && c.world_size != ranks) {
+    throw ConfigError(path,
+                      fmt::format("saved by {} {}, but this run has {}: the data position and "
+                                  "RNG state of each rank cannot be split or merged",
+                                  c.world_size, c.world_size == 1 ? "process" : "ranks", ranks),
+                      fmt::format("resume with {} processes, or start a new run (another "
+                                  "job.dump_folder) from its weights with "
+                                  "checkpoint.initial_load_path = \"{}\"",
+                                  c.world_size, path));
+  }
   check_parameters_match(*model_, c.model, path,
                          "the checkpoint was saved for another model shape: restore the model "
                          "keys of its config.toml, or use another checkpoint.folder");
@@ -168,12 +183,29 @@ bool Trainer::checkpoint_due(int64_t step) const {
 void Trainer::save_checkpoint_now(bool final_save) {
   const auto& c = config_.checkpoint;
   const bool model_only = final_save && c.last_save_model_only;
+  ProcessGroup& group = *ctx_.process_group;
+  std::vector<TrainState> other_rank_states;
+  if (group.size() > 1 && !model_only) {
+    // Parameters and optimizer state are replicated: rank 0 saves them with every rank's state.
+    const auto states =
+        group.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state()));
+    for (size_t r = 1; r < states.size(); ++r) {
+      other_rank_states.push_back(
+          decode_train_state(states[r], fmt::format("rank {}'s train state", r)));
+    }
+  }
+  if (group.rank() != 0) {
+    last_saved_step_ = step_;
+    return;
+  }
   CheckpointContents contents;
   if (model_only) {
     contents.model = parameters_as(named_parameters(*model_), export_scalar_type(c.export_dtype));
   } else {
     contents = full_checkpoint(*model_, *optimizer_, state());
   }
+  contents.other_rank_states = std::move(other_rank_states);
+  contents.world_size = group.size();
   contents.step = step_;
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
@@ -200,7 +232,14 @@ void Trainer::save_checkpoint_now(bool final_save) {
 }
 
 bool Trainer::stop_requested() {
-  const int signal = pending_stop_signal();
+  int signal = pending_stop_signal();
+  ProcessGroup& group = *ctx_.process_group;
+  // Ranks stop together, at the same step, even when the signal reached only some of them.
+  if (group.size() > 1 &&
+      group.any_rank(signal != 0, fmt::format("the stop check after step {}", step_)) &&
+      signal == 0) {
+    signal = SIGTERM;
+  }
   if (signal == 0) return false;
   if (!config_.checkpoint.enable) {
     throw StoppedBySignal(

@@ -102,7 +102,9 @@ std::string Trainer::write_rerun_report(const RerunReport& report) const {
     throw RuntimeFailure(fmt::format("cannot create {}: {}", folder, ec.message()),
                          "check the permissions and free space of job.dump_folder");
   }
-  const std::string path = fmt::format("{}/step{}.txt", folder, report.step);
+  const std::string path = fmt::format(
+      "{}/{}", folder,
+      rank_file_name(fmt::format("step{}.txt", report.step), ctx_.process_group->rank()));
   write_file_atomically(path, format_rerun_report(report));
   return path;
 }

@@ -203,4 +203,11 @@ HashedFileWriter::Record HashedFileWriter::finish() {
   return Record{hash_.size(), hash_.digest()};
 }
 
+std::string rank_file_name(const std::string& name, int64_t rank) {
+  if (rank == 0) return name;
+  const auto dot = name.rfind('.');
+  const std::string tag = ".rank" + std::to_string(rank);
+  return dot == std::string::npos ? name + tag : name.substr(0, dot) + tag + name.substr(dot);
+}
+
 }  // namespace titan

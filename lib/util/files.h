@@ -56,6 +56,10 @@ void rewrite_log_through_step(const std::string& path, const std::string& header
 // Flushes a folder's entries (a file renamed into it) to disk. Throws RuntimeFailure.
 void fsync_folder(const std::string& path);
 
+// The name rank `rank` of a multi-process run writes its copy of `name` under: `name` itself for
+// rank 0 (a one-process run's name), "fingerprint.rank1.log" for rank 1 of "fingerprint.log".
+std::string rank_file_name(const std::string& name, int64_t rank);
+
 // Thrown by HashedFileWriter::write when its abort predicate asked to stop.
 class WriteAborted : public std::runtime_error {
  public:
