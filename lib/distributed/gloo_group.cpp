@@ -268,9 +268,9 @@ class GlooGroup : public ProcessGroup {
       if (gone.empty()) {
         return "every rank still beats: one is stuck or slower than the timeout";
       }
-      return fmt::format("{} {} gone (no heartbeat for {:.1f} s)",
+      return fmt::format("{} {} {} gone (no heartbeat for {:.1f} s)",
                          gone.size() == 1 ? "rank" : "ranks", join_ranks(gone),
-                         kHeartbeatWatch.count() / 1000.0);
+                         gone.size() == 1 ? "is" : "are", kHeartbeatWatch.count() / 1000.0);
     } catch (const std::exception&) {
       if (world_.rank == 0) return "the rendezvous store stopped answering";
       return fmt::format("rank 0 is gone (its rendezvous store at {} stopped answering)",

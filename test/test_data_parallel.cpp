@@ -1,0 +1,294 @@
+// Data parallelism through the binary: several titan-train processes on this machine, started
+// with torchrun's variables, over Gloo on loopback.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch_torch.h"
+#include "distributed/world.h"
+#include "metrics/fingerprint_reader.h"
+#include "test_util.h"
+
+namespace titan {
+namespace {
+
+// A port nobody listens on right now (the kernel's choice for an ephemeral bind).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// torchrun's variables for rank `rank` of `world` on this machine.
+std::string rank_env(int rank, int world, int port) {
+  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
+         " LOCAL_RANK=" + std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+}
+
+struct RankResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs one process per entry of `args` (rank = index) and waits for all (each at most 300 s).
+// Their output goes to <dir>/rank<N>.out.
+std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args) {
+  const int world = static_cast<int>(args.size());
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < world; ++r) {
+    const std::string out = dir + "/rank" + std::to_string(r);
+    script += "(env " + rank_env(r, world, port) + " timeout 300 " + test::binary() + " " +
+              args[r] + " >" + out + ".out 2>&1; echo $? >" + out + ".rc) & ";
+  }
+  test::run_shell(script + "wait");
+  std::vector<RankResult> results;
+  for (int r = 0; r < world; ++r) {
+    const std::string out = dir + "/rank" + std::to_string(r);
+    results.push_back({std::stoi(test::read_text(out + ".rc")), test::read_text(out + ".out")});
+  }
+  return results;
+}
+
+std::vector<std::string> same_args(int world, const std::string& args) {
+  return std::vector<std::string>(static_cast<size_t>(world), args);
+}
+
+// Raw uint16 tokens below the tiny model's vocabulary: the tokens dataset cuts them into
+// (seq_len + 1)-token documents, so rank r of 2 reads documents r, r + 2, ... and 2 ranks x b
+// sequences see the same documents in a step as 1 rank x 2b.
+std::string write_tokens(const std::string& dir) {
+  std::mt19937 gen(7);
+  std::vector<uint16_t> tokens(20000);
+  for (auto& t : tokens) t = static_cast<uint16_t>(gen() % 512);
+  const std::string path = dir + "/tokens.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()),
+             static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
+  return path;
+}
+
+std::vector<double> losses(const std::string& fingerprint) {
+  std::vector<double> out;
+  for (const auto& s : read_fingerprint_log(fingerprint).steps) out.push_back(s.loss);
+  return out;
+}
+
+// The step lines only (the header holds the config hash, which training.steps changes).
+std::vector<std::string> step_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(test::read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the replicas agree",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_parity");
+  const std::string data =
+      " --training.dataset tokens --training.dataset_path " + write_tokens(dir);
+  auto one = test::run_titan(test::tiny_run(dir + "/one", 5, data +
+                                                                  " --training.local_batch_size 4"));
+  REQUIRE(one.exit_code == 0);
+  auto two = run_ranks(dir, same_args(2, test::tiny_run(dir + "/two", 5, data)));
+  INFO(two[0].output << two[1].output);
+  REQUIRE(two[0].exit_code == 0);
+  REQUIRE(two[1].exit_code == 0);
+  CHECK_THAT(two[0].output, Catch::Contains("data parallel: 2 ranks over gloo"));
+  CHECK_THAT(two[1].output, Catch::Contains("rank 1 of 2"));
+  CHECK_THAT(two[1].output, !Catch::Contains("step:"));  // LOG_RANK 0 alone prints the console lines
+
+  const auto a = losses(dir + "/one/fingerprint.log");
+  const auto b = losses(dir + "/two/fingerprint.log");
+  REQUIRE(a.size() == 5);
+  REQUIRE(b.size() == 5);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1 << ": " << a[i] << " vs " << b[i]);
+    CHECK(std::abs(a[i] - b[i]) <= 1e-5 * std::abs(a[i]));
+  }
+  CHECK(b.back() < b.front());
+  // Gradients are all-reduced, so the replicas stay bitwise identical, parameters included.
+  CHECK(test::read_text(dir + "/two/fingerprint.log") ==
+        test::read_text(dir + "/two/fingerprint.rank1.log"));
+  CHECK(std::filesystem::exists(dir + "/two/metrics.jsonl"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/two/metrics.rank1.jsonl"));
+}
+
+TEST_CASE("data parallel: two deterministic 2-rank runs write identical fingerprints",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_determinism");
+  const std::string extra = " --debug.deterministic true --activation_checkpoint.mode full";
+  for (const char* run : {"a", "b"}) {
+    auto r = run_ranks(dir, same_args(2, test::tiny_run(dir + "/" + run, 4, extra)));
+    INFO(r[0].output << r[1].output);
+    REQUIRE(r[0].exit_code == 0);
+    REQUIRE(r[1].exit_code == 0);
+  }
+  for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log"}) {
+    INFO(file);
+    CHECK(test::read_text(dir + "/a" + file) == test::read_text(dir + "/b" + file));
+  }
+}
+
+TEST_CASE("data parallel: the seed is agreed, and ranks that start apart are refused",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_seed");
+  // No debug.seed: rank 0 draws one and the other rank uses it.
+  const std::string no_seed = "--model.flavor tiny --training.seq_len 16 --training.device cpu "
+                              "--training.local_batch_size 2 --training.steps 2 ";
+  auto drawn = run_ranks(dir, same_args(2, no_seed + "--job.dump_folder " + dir + "/drawn"));
+  INFO(drawn[0].output << drawn[1].output);
+  REQUIRE(drawn[0].exit_code == 0);
+  REQUIRE(drawn[1].exit_code == 0);
+  CHECK(test::read_text(dir + "/drawn/fingerprint.log") ==
+        test::read_text(dir + "/drawn/fingerprint.rank1.log"));
+
+  auto apart = run_ranks(dir, {test::tiny_run(dir + "/apart", 2, "--debug.seed 1"),
+                               test::tiny_run(dir + "/apart", 2, "--debug.seed 2")});
+  for (const auto& r : apart) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("the ranks start from different parameters"));
+  }
+}
+
+TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_kill");
+  const std::string args =
+      test::tiny_run(dir + "/out", 1000000, "--comm.train_timeout_seconds 30");
+  for (int victim : {1, 0}) {
+    const int survivor = 1 - victim;
+    const int port = free_port();
+    std::string script = "cd " + dir + "; rm -rf out; ";
+    for (int r = 0; r < 2; ++r) {
+      // The survivor runs under `timeout`, so that a hang fails the test instead of blocking it.
+      script += "env " + rank_env(r, 2, port) + (r == survivor ? " timeout 120 " : " ") +
+                test::binary() + " " + args + " >rank" + std::to_string(r) + ".out 2>&1 & p" +
+                std::to_string(r) + "=$!; ";
+    }
+    script += "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
+              "sleep 0.1; done; sleep 0.5; kill -9 $p" + std::to_string(victim) +
+              "; start=$(date +%s%N); wait $p" + std::to_string(survivor) +
+              "; rc=$?; echo \"$rc $start $(date +%s%N)\"";
+    auto r = test::run_shell(script);
+    const std::string survivor_out =
+        test::read_text(dir + "/rank" + std::to_string(survivor) + ".out");
+    INFO("victim rank " << victim << "; " << r.output << survivor_out);
+    std::istringstream result(r.output);
+    int rc = -1;
+    int64_t kill_ns = 0, exit_ns = 0;
+    result >> rc >> kill_ns >> exit_ns;
+    const double seconds = static_cast<double>(exit_ns - kill_ns) / 1e9;
+    CHECK(rc == 1);
+    CHECK(seconds < 30);  // within comm.train_timeout_seconds
+    CHECK_THAT(survivor_out, Catch::Contains(victim == 1 ? "rank 1 is gone" : "rank 0 is gone"));
+  }
+}
+
+TEST_CASE("data parallel: a rank that never arrives is named within comm.init_timeout_seconds",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_arrive");
+  const int port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test::run_titan_env(rank_env(0, 2, port),
+                               test::tiny_run(dir, 2, "--comm.init_timeout_seconds 3"));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("rank 1 did not arrive"));
+  CHECK_THAT(r.output, Catch::Contains("comm.init_timeout_seconds = 3 s"));
+  CHECK(seconds_since(start) < 30);
+  CHECK_FALSE(std::filesystem::exists(dir + "/fingerprint.log"));  // nothing written
+
+  auto lonely = test::run_titan_env(rank_env(1, 2, free_port()),
+                                    test::tiny_run(dir, 2, "--comm.init_timeout_seconds 3"));
+  INFO(lonely.output);
+  CHECK(lonely.exit_code == 1);
+  CHECK_THAT(lonely.output, Catch::Contains("rank 0 did not arrive"));
+}
+
+TEST_CASE("data parallel: checkpoints hold every rank's state and resume bit-exactly",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_checkpoint");
+  const std::string ckpt = " --checkpoint.enable true --checkpoint.interval 3 "
+                           "--checkpoint.last_save_model_only false --debug.deterministic true";
+  auto whole = run_ranks(dir, same_args(2, test::tiny_run(dir + "/whole", 6, ckpt)));
+  REQUIRE(whole[0].exit_code == 0);
+  const std::string flags = test::tiny_run(dir + "/split", 6, ckpt);
+  auto first = run_ranks(dir, same_args(2, flags));
+  REQUIRE(first[0].exit_code == 0);
+  const std::string step3 = dir + "/split/checkpoint/step-3";
+  CHECK(std::filesystem::exists(step3 + "/train_state.rank1.bin"));
+  CHECK_THAT(test::read_text(step3 + "/manifest.txt"), Catch::Contains("world_size 2"));
+  std::filesystem::remove_all(dir + "/split/checkpoint/step-6");  // as if killed after step 3
+  auto second = run_ranks(dir, same_args(2, flags));
+  INFO(second[0].output << second[1].output);
+  REQUIRE(second[0].exit_code == 0);
+  REQUIRE(second[1].exit_code == 0);
+  CHECK_THAT(second[0].output, Catch::Contains("resumed from " + step3 + " (step 3)"));
+  for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log"}) {
+    INFO(file);
+    CHECK(step_lines(dir + "/whole" + file).size() == 6);
+    CHECK(test::read_text(dir + "/whole" + file) == test::read_text(dir + "/split" + file));
+  }
+  // One process cannot continue a 2-rank run: its ranks' data positions and RNG states differ.
+  std::filesystem::remove_all(dir + "/split/checkpoint/step-6");
+  auto alone = test::run_titan(flags);
+  INFO(alone.output);
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.output, Catch::Contains("saved by 2 ranks, but this run has 1"));
+}
+
+TEST_CASE("data parallel: degrees that do not fit the world are refused before the rendezvous",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_degrees");
+  // No rank 1 and no listening store: the refusal comes first, so nothing waits.
+  auto r = test::run_titan_env(rank_env(0, 2, free_port()),
+                               test::tiny_run(dir, 2,
+                                              "--parallelism.data_parallel_replicate_degree 3 "
+                                              "--parallelism.data_parallel_shard_degree 1"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("parallelism.data_parallel_replicate_degree"));
+  CHECK_THAT(r.output, Catch::Contains("the world has 2 processes"));
+
+  auto tp = test::run_titan(test::tiny_run(dir, 2, "--parallelism.tensor_parallel_degree 2"));
+  CHECK(tp.exit_code == 2);
+  CHECK_THAT(tp.output, Catch::Contains("parallelism.tensor_parallel_degree"));
+}
+
+TEST_CASE("world: Slurm's node lists give the first host as scontrol would", "[distributed]") {
+  CHECK(first_host_of_nodelist("node[07-09,12],gpu1", "V") == "node07");
+  CHECK(first_host_of_nodelist("gpu1,node[1-2]", "V") == "gpu1");
+  CHECK(first_host_of_nodelist("rack[2-3]-n[5,7]", "V") == "rack2-n5");
+  CHECK(first_host_of_nodelist("localhost", "V") == "localhost");
+  CHECK_THROWS_WITH(first_host_of_nodelist("node[1-2", "SLURM_JOB_NODELIST"),
+                    Catch::Contains("SLURM_JOB_NODELIST") && Catch::Contains("unbalanced"));
+}
+
+}  // namespace titan
