@@ -4,7 +4,7 @@
 # slower on matmuls.
 set -euo pipefail
 
-packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libopenblas0-pthread
+packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libopenblas0-pthread
           cmake g++ ninja-build)
 missing=()
 for p in "${packages[@]}"; do

@@ -19,7 +19,7 @@ src=$PWD
 root=${TRIXIE_ROOT:-$src/.trixie}
 # What the build and the tests need; python3-torch (for a dry run of scripts/gpu_check.sh) is
 # asked for with `up python3-torch`: it pulls in much of Python and minutes of install time.
-packages="libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2
+packages="libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev
           libopenblas0-pthread cmake g++ ninja-build ccache ca-certificates"
 
 if [ "$(id -u)" -ne 0 ]; then
