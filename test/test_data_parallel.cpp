@@ -142,17 +142,26 @@ TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the re
 TEST_CASE("data parallel: two deterministic 2-rank runs write identical fingerprints",
           "[distributed]") {
   auto dir = test::temp_dir("dp_determinism");
-  const std::string extra = " --debug.deterministic true --activation_checkpoint.mode full";
+  const std::string extra = " --debug.deterministic true --activation_checkpoint.mode full "
+                            "--debug.numerics_trace blocks";
   for (const char* run : {"a", "b"}) {
     auto r = run_ranks(dir, same_args(2, test::tiny_run(dir + "/" + run, 4, extra)));
     INFO(r[0].output << r[1].output);
     REQUIRE(r[0].exit_code == 0);
     REQUIRE(r[1].exit_code == 0);
   }
-  for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log"}) {
+  for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log", "/numerics.log",
+                           "/numerics.rank1.log"}) {
     INFO(file);
     CHECK(test::read_text(dir + "/a" + file) == test::read_text(dir + "/b" + file));
   }
+  // compare reads a rank's files: its fingerprint, the run's config.toml, its numerics log.
+  auto same = test::run_titan("compare " + dir + "/a/fingerprint.rank1.log " + dir +
+                              "/b/fingerprint.rank1.log");
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+  CHECK_THAT(same.output, Catch::Contains("bitwise equal"));
+  CHECK_THAT(same.output, !Catch::Contains("not compared"));
 }
 
 TEST_CASE("data parallel: the seed is agreed, and ranks that start apart are refused",

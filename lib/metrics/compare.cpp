@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "config/loader.h"
 #include "config/schema.h"
@@ -189,11 +190,18 @@ RunFiles locate_run(const std::string& arg) {
                       fs::exists(arg, ec) ? "has no fingerprint.log" : "no such file or folder",
                       "pass a run's dump folder (job.dump_folder) or its fingerprint.log");
   }
-  // Files beside a fingerprint.log given by name belong to the same run; beside another
-  // file name they may not.
-  if (fs::path(run.fingerprint).filename() == "fingerprint.log") {
+  // Files beside a fingerprint.log given by name belong to the same run, and beside rank N's
+  // fingerprint.rank<N>.log so do config.toml (one per run) and numerics.rank<N>.log; beside
+  // another file name they may not.
+  const std::string name = fs::path(run.fingerprint).filename().string();
+  std::smatch rank;
+  if (name == "fingerprint.log") {
     run.config = sibling(folder, "config.toml");
     run.numerics = sibling(folder, "numerics.log");
+  } else if (std::regex_match(name, rank, std::regex(R"(fingerprint\.rank(\d+)\.log)"))) {
+    run.config = sibling(folder, "config.toml");
+    const std::string numerics = "numerics.rank" + rank[1].str() + ".log";
+    run.numerics = sibling(folder, numerics.c_str());
   }
   return run;
 }

@@ -18,6 +18,7 @@ GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tens
     }
     buckets_.back().push_back(i);
     bytes += params_[i].numel() * static_cast<int64_t>(params_[i].element_size());
+    bytes_ += params_[i].numel() * static_cast<int64_t>(params_[i].element_size());
   }
 }
 
@@ -55,7 +56,9 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
       offset += n;
     }
   }
-  last_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  total_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++reductions_;
 }
 
 }  // namespace titan

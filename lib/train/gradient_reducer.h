@@ -1,7 +1,8 @@
 // Data parallelism's gradient averaging: after the backward, every rank's gradients are summed
 // over the ranks (the loss is already divided by the tokens of all ranks, so the sum is the
-// global mean), in buckets of about `bucket_bytes` so that large models do not need a second
-// copy of all gradients at once and several buckets are in flight together.
+// global mean), in buckets of about `bucket_bytes`, all in flight together. Not overlapped with
+// the backward: on CPU the ranks' compute already takes every core, so there is little to hide
+// it behind (README, data parallelism: measured share of the step).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,13 +27,18 @@ class GradientReducer {
   void reduce(at::Tensor& loss_sum, int64_t step);
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
-  double last_seconds() const { return last_seconds_; }  // of the latest reduce()
+  int64_t bytes() const { return bytes_; }  // of all gradients
+  // Wall time in reduce() (waiting for slower ranks included), and the calls, since the start.
+  double total_seconds() const { return total_seconds_; }
+  int64_t reductions() const { return reductions_; }
 
  private:
   ProcessGroup& group_;
   std::vector<at::Tensor> params_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices, in order
-  double last_seconds_ = 0;
+  int64_t bytes_ = 0;
+  double total_seconds_ = 0;
+  int64_t reductions_ = 0;
 };
 
 }  // namespace titan

@@ -147,7 +147,7 @@ void Trainer::log_start() const {
     const auto& p = config_.parallelism;
     log << fmt::format(
         "[titan] data parallel: {} ranks over {} (replicate {}, shard {}: both run as "
-        "replication), gradients all-reduced in {} buckets; every rank starts from parameters "
+        "replication), gradients all-reduced in {} bucket(s); every rank starts from parameters "
         "{:#018x}; timeouts {} s to step 1, {} s after\n",
         ctx_.process_group->size(), ctx_.process_group->backend(),
         p.data_parallel_replicate_degree, p.data_parallel_shard_degree, reducer_->buckets(),
@@ -339,9 +339,14 @@ TrainSummary Trainer::train() {
                                              with_thousands(std::llround(summary.mean_tps)))
                                : std::string(),
                      summary.losses.empty() ? NAN : summary.losses.back());
-  if (reducer_ && summary.steps > 0) {
-    log << fmt::format("[titan] gradient all-reduce: {:.1f} ms in the last step ({} buckets)\n",
-                       1e3 * reducer_->last_seconds(), reducer_->buckets());
+  if (reducer_ && reducer_->reductions() > 0) {
+    const double per_step = reducer_->total_seconds() / static_cast<double>(reducer_->reductions());
+    log << fmt::format(
+        "[titan] gradient all-reduce: mean {:.1f} ms per step, {:.1f}% of the step time "
+        "({:.1f} MiB in {} bucket{}, after the backward; waits for slower ranks included)\n",
+        1e3 * per_step, 100.0 * per_step * static_cast<double>(summary.steps) / summary.seconds,
+        static_cast<double>(reducer_->bytes()) / (1 << 20), reducer_->buckets(),
+        reducer_->buckets() == 1 ? "" : "s");
   }
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksum_seconds_, 100.0 * checksum_seconds_ / summary.seconds);
