@@ -39,7 +39,7 @@ for ((r = 0; r < ngpu; r++)); do
   RANK=$r LOCAL_RANK=$r "${cmd[@]}" &
   alive[$!]=$r
 done
-echo "run_train: $ngpu processes (pids ${!alive[*]}), MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT" >&2
+echo "run_train: $ngpu processes (pids ${!alive[*]}), master $MASTER_ADDR:$MASTER_PORT" >&2
 
 # signal_all SIG: sends SIG to every process still running.
 signal_all() {

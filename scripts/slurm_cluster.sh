@@ -62,11 +62,10 @@ stop() {
   rm -f "$run/$1.pid"
 }
 
-install() {
-  if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null &&
-    command -v munged >/dev/null; then
-    return 0
-  fi
+install_packages() {
+  local cmd missing=0
+  for cmd in slurmctld slurmd sbatch munged; do command -v "$cmd" >/dev/null || missing=1; done
+  [ "$missing" = 1 ] || return 0
   log "installing slurmctld slurmd slurm-client munge"
   # The packages' start scripts are refused in containers (policy-rc.d): harmless, we start them.
   { apt-get update -qq &&
@@ -104,9 +103,6 @@ start_munge() {
 # write_conf: writes slurm.conf; returns 0 when it changed.
 write_conf() {
   local mem new
-  if [ -f "$conf" ] && ! grep -qxF "$marker" "$conf"; then
-    die "$conf exists and was not written by this script: not replacing it" 2
-  fi
   mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
   new=$(
     cat <<EOF
@@ -140,7 +136,7 @@ SlurmctldPidFile=$run/slurmctld.pid
 SlurmdPidFile=$run/slurmd.pid
 SlurmctldLogFile=$logs/slurmctld.log
 SlurmdLogFile=$logs/slurmd.log
-NodeName=$node NodeAddr=127.0.0.1 NodeHostname=$node CPUs=$cpus RealMemory=${mem:-1000} State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 NodeHostname=$node CPUs=$cpus RealMemory=${mem:-1000}
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
   )
@@ -153,8 +149,11 @@ EOF
 
 up() {
   local t0=$SECONDS i st=""
+  if [ -f "$conf" ] && ! grep -qxF "$marker" "$conf"; then
+    die "$conf exists and was not written by this script: not replacing it" 2
+  fi
   mkdir -p "$state/ctld" "$state/d" "$logs" "$run"
-  install
+  install_packages
   start_munge
   if write_conf; then
     stop slurmd

@@ -65,8 +65,8 @@ wait_job() {
   while :; do
     info=$(scontrol show job -o "$id" 2>/dev/null || true)
     state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" || true)
-    case "$state" in
-      JobState=PENDING | JobState=CONFIGURING | JobState=RUNNING | JobState=COMPLETING | JobState=REQUEUED | "") ;;
+    case "${state#JobState=}" in
+      PENDING | CONFIGURING | RUNNING | COMPLETING | REQUEUED | "") ;;
       *) break ;;
     esac
     if [ $((SECONDS - t0)) -ge "$timeout_s" ]; then
@@ -85,12 +85,14 @@ id=$(submit dp2 --training.steps 4) || exit 1
 result=$(wait_job "$id")
 log="$work/dp2-$id.out"
 echo "test_slurm: 2-task job $id: $result in $((SECONDS - t)) s"
-losses=$(sed -n 's/.*step: *[0-9]* *loss: *\([0-9.eE+-]*\).*/\1/p' "$log" 2>/dev/null | paste -sd' ' || true)
+losses=$(sed -n 's/.*step: *[0-9]* *loss: *\([0-9.eE+-]*\).*/\1/p' "$log" 2>/dev/null |
+  paste -sd' ' || true)
 if [ "$result" != "JobState=COMPLETED ExitCode=0:0" ]; then
   fail "2-task job $id: $result, expected JobState=COMPLETED ExitCode=0:0 ($log)"
 elif ! grep -q 'rank 0 of 2' "$log" || ! grep -q 'rank 1 of 2' "$log"; then
   fail "2-task job $id: the log does not show both 'rank 0 of 2' and 'rank 1 of 2' ($log)"
-elif ! awk -v l="$losses" 'BEGIN { n = split(l, a, " "); exit !(n >= 2 && a[n] + 0 < a[1] + 0) }'; then
+elif ! awk -v l="$losses" 'BEGIN { n = split(l, a, " "); exit !(n >= 2 && a[n] < a[1] + 0) }'
+then
   fail "2-task job $id: no falling loss in the log (losses: '${losses}') ($log)"
 else
   pass "2-task job $id: COMPLETED 0:0, ranks 0 and 1 of 2, loss ${losses// / -> }"
