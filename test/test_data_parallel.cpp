@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,39 @@ TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it"
     CHECK(seconds < 30);  // within comm.train_timeout_seconds
     CHECK_THAT(survivor_out, Catch::Contains(victim == 1 ? "rank 1 is gone" : "rank 0 is gone"));
   }
+}
+
+TEST_CASE("data parallel: one run's ranks share the folder, another run is refused, and a SIGTERM "
+          "to one rank stops both at the same step with a checkpoint",
+          "[distributed]") {
+  auto dir = test::temp_dir("dp_term");
+  const std::string args = test::tiny_run(
+      dir + "/out", 1000000, "--checkpoint.enable true --checkpoint.interval 1000000");
+  const int port = free_port();
+  std::string script = "cd " + dir + "; ";
+  for (int r = 0; r < 2; ++r) {
+    script += "env " + rank_env(r, 2, port) + " timeout 120 " + test::binary() + " " + args +
+              " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) + "=$!; ";
+  }
+  script += "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
+            "sleep 0.1; done; " + test::binary() + " " + test::tiny_run(dir + "/out", 2) +
+            " >intruder.out 2>&1; echo \"intruder $?\"; "
+            "kill -TERM $p1; wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
+  auto r = test::run_shell(script);
+  const std::string out0 = test::read_text(dir + "/rank0.out");
+  const std::string out1 = test::read_text(dir + "/rank1.out");
+  INFO(r.output << test::read_text(dir + "/intruder.out") << out0 << out1);
+  CHECK_THAT(r.output, Catch::Contains("intruder 2"));
+  CHECK_THAT(test::read_text(dir + "/intruder.out"), Catch::Contains("in use by another titan-train run"));
+  CHECK_THAT(r.output, Catch::Contains("rank0 0"));
+  CHECK_THAT(r.output, Catch::Contains("rank1 0"));
+  std::smatch m;
+  REQUIRE(std::regex_search(out0, m, std::regex(R"(stopped by SIGTERM after step (\d+))")));
+  const std::string step = m[1];
+  CHECK(std::filesystem::exists(dir + "/out/checkpoint/step-" + step + "/train_state.rank1.bin"));
+  // Both ranks wrote the same steps.
+  CHECK(test::read_text(dir + "/out/fingerprint.log") ==
+        test::read_text(dir + "/out/fingerprint.rank1.log"));
 }
 
 TEST_CASE("data parallel: a rank that never arrives is named within comm.init_timeout_seconds",

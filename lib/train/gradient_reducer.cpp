@@ -25,7 +25,6 @@ GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tens
 void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   const std::string what = fmt::format("the gradient all-reduce of step {}", step);
-  at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat;
   std::vector<std::unique_ptr<PendingCollective>> pending;
   for (const auto& bucket : buckets_) {
