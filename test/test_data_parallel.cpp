@@ -113,8 +113,8 @@ TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the re
   auto dir = test::temp_dir("dp_parity");
   const std::string data =
       " --training.dataset tokens --training.dataset_path " + write_tokens(dir);
-  auto one = test::run_titan(test::tiny_run(dir + "/one", 5, data +
-                                                                  " --training.local_batch_size 4"));
+  auto one =
+      test::run_titan(test::tiny_run(dir + "/one", 5, data + " --training.local_batch_size 4"));
   REQUIRE(one.exit_code == 0);
   auto two = run_ranks(dir, same_args(2, test::tiny_run(dir + "/two", 5, data)));
   INFO(two[0].output << two[1].output);
@@ -122,7 +122,8 @@ TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the re
   REQUIRE(two[1].exit_code == 0);
   CHECK_THAT(two[0].output, Catch::Contains("data parallel: 2 ranks over gloo"));
   CHECK_THAT(two[1].output, Catch::Contains("rank 1 of 2"));
-  CHECK_THAT(two[1].output, !Catch::Contains("step:"));  // LOG_RANK 0 alone prints the console lines
+  CHECK_THAT(two[1].output,
+             !Catch::Contains("step:"));  // LOG_RANK 0 alone prints the console lines
 
   const auto a = losses(dir + "/one/fingerprint.log");
   const auto b = losses(dir + "/two/fingerprint.log");
@@ -143,16 +144,17 @@ TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the re
 TEST_CASE("data parallel: two deterministic 2-rank runs write identical fingerprints",
           "[distributed]") {
   auto dir = test::temp_dir("dp_determinism");
-  const std::string extra = " --debug.deterministic true --activation_checkpoint.mode full "
-                            "--debug.numerics_trace blocks";
+  const std::string extra =
+      " --debug.deterministic true --activation_checkpoint.mode full "
+      "--debug.numerics_trace blocks";
   for (const char* run : {"a", "b"}) {
     auto r = run_ranks(dir, same_args(2, test::tiny_run(dir + "/" + run, 4, extra)));
     INFO(r[0].output << r[1].output);
     REQUIRE(r[0].exit_code == 0);
     REQUIRE(r[1].exit_code == 0);
   }
-  for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log", "/numerics.log",
-                           "/numerics.rank1.log"}) {
+  for (const char* file :
+       {"/fingerprint.log", "/fingerprint.rank1.log", "/numerics.log", "/numerics.rank1.log"}) {
     INFO(file);
     CHECK(test::read_text(dir + "/a" + file) == test::read_text(dir + "/b" + file));
   }
@@ -169,8 +171,9 @@ TEST_CASE("data parallel: the seed is agreed, and ranks that start apart are ref
           "[distributed]") {
   auto dir = test::temp_dir("dp_seed");
   // No debug.seed: rank 0 draws one and the other rank uses it.
-  const std::string no_seed = "--model.flavor tiny --training.seq_len 16 --training.device cpu "
-                              "--training.local_batch_size 2 --training.steps 2 ";
+  const std::string no_seed =
+      "--model.flavor tiny --training.seq_len 16 --training.device cpu "
+      "--training.local_batch_size 2 --training.steps 2 ";
   auto drawn = run_ranks(dir, same_args(2, no_seed + "--job.dump_folder " + dir + "/drawn"));
   INFO(drawn[0].output << drawn[1].output);
   REQUIRE(drawn[0].exit_code == 0);
@@ -187,11 +190,9 @@ TEST_CASE("data parallel: the seed is agreed, and ranks that start apart are ref
   }
 }
 
-TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it",
-          "[distributed]") {
+TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it", "[distributed]") {
   auto dir = test::temp_dir("dp_kill");
-  const std::string args =
-      test::tiny_run(dir + "/out", 1000000, "--comm.train_timeout_seconds 30");
+  const std::string args = test::tiny_run(dir + "/out", 1000000, "--comm.train_timeout_seconds 30");
   for (int victim : {1, 0}) {
     const int survivor = 1 - victim;
     const int port = free_port();
@@ -202,10 +203,11 @@ TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it"
                 test::binary() + " " + args + " >rank" + std::to_string(r) + ".out 2>&1 & p" +
                 std::to_string(r) + "=$!; ";
     }
-    script += "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
-              "sleep 0.1; done; sleep 0.5; kill -9 $p" + std::to_string(victim) +
-              "; start=$(date +%s%N); wait $p" + std::to_string(survivor) +
-              "; rc=$?; echo \"$rc $start $(date +%s%N)\"";
+    script +=
+        "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
+        "sleep 0.1; done; sleep 0.5; kill -9 $p" +
+        std::to_string(victim) + "; start=$(date +%s%N); wait $p" + std::to_string(survivor) +
+        "; rc=$?; echo \"$rc $start $(date +%s%N)\"";
     auto r = test::run_shell(script);
     const std::string survivor_out =
         test::read_text(dir + "/rank" + std::to_string(survivor) + ".out");
@@ -221,28 +223,32 @@ TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it"
   }
 }
 
-TEST_CASE("data parallel: one run's ranks share the folder, another run is refused, and a SIGTERM "
-          "to one rank stops both at the same step with a checkpoint",
-          "[distributed]") {
+TEST_CASE(
+    "data parallel: one run's ranks share the folder, another run is refused, and a SIGTERM "
+    "to one rank stops both at the same step with a checkpoint",
+    "[distributed]") {
   auto dir = test::temp_dir("dp_term");
-  const std::string args = test::tiny_run(
-      dir + "/out", 1000000, "--checkpoint.enable true --checkpoint.interval 1000000");
+  const std::string args = test::tiny_run(dir + "/out", 1000000,
+                                          "--checkpoint.enable true --checkpoint.interval 1000000");
   const int port = free_port();
   std::string script = "cd " + dir + "; ";
   for (int r = 0; r < 2; ++r) {
     script += "env " + rank_env(r, 2, port) + " timeout 120 " + test::binary() + " " + args +
               " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) + "=$!; ";
   }
-  script += "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
-            "sleep 0.1; done; " + test::binary() + " " + test::tiny_run(dir + "/out", 2) +
-            " >intruder.out 2>&1; echo \"intruder $?\"; "
-            "kill -TERM $p1; wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
+  script +=
+      "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
+      "sleep 0.1; done; " +
+      test::binary() + " " + test::tiny_run(dir + "/out", 2) +
+      " >intruder.out 2>&1; echo \"intruder $?\"; "
+      "kill -TERM $p1; wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
   auto r = test::run_shell(script);
   const std::string out0 = test::read_text(dir + "/rank0.out");
   const std::string out1 = test::read_text(dir + "/rank1.out");
   INFO(r.output << test::read_text(dir + "/intruder.out") << out0 << out1);
   CHECK_THAT(r.output, Catch::Contains("intruder 2"));
-  CHECK_THAT(test::read_text(dir + "/intruder.out"), Catch::Contains("in use by another titan-train run"));
+  CHECK_THAT(test::read_text(dir + "/intruder.out"),
+             Catch::Contains("in use by another titan-train run"));
   CHECK_THAT(r.output, Catch::Contains("rank0 0"));
   CHECK_THAT(r.output, Catch::Contains("rank1 0"));
   std::smatch m;
@@ -278,8 +284,9 @@ TEST_CASE("data parallel: a rank that never arrives is named within comm.init_ti
 TEST_CASE("data parallel: checkpoints hold every rank's state and resume bit-exactly",
           "[distributed]") {
   auto dir = test::temp_dir("dp_checkpoint");
-  const std::string ckpt = " --checkpoint.enable true --checkpoint.interval 3 "
-                           "--checkpoint.last_save_model_only false --debug.deterministic true";
+  const std::string ckpt =
+      " --checkpoint.enable true --checkpoint.interval 3 "
+      "--checkpoint.last_save_model_only false --debug.deterministic true";
   auto whole = run_ranks(dir, same_args(2, test::tiny_run(dir + "/whole", 6, ckpt)));
   REQUIRE(whole[0].exit_code == 0);
   const std::string flags = test::tiny_run(dir + "/split", 6, ckpt);

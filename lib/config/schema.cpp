@@ -84,9 +84,10 @@ std::string suggest_field_name(const std::string& name, const std::vector<FieldS
 }
 
 std::vector<std::string> config_sections() {
-  return {"job",          "model",   "training",   "optimizer",
-          "lr_scheduler", "metrics", "parallelism", "checkpoint", "activation_checkpoint",
-          "comm", "debug"};
+  return {"job",         "model",        "training",
+          "optimizer",   "lr_scheduler", "metrics",
+          "parallelism", "checkpoint",   "activation_checkpoint",
+          "comm",        "debug"};
 }
 
 std::vector<FieldSpec> config_fields(Config& c) {
@@ -164,18 +165,17 @@ std::vector<FieldSpec> config_fields(Config& c) {
                      "Data-parallel shards (FSDP's degree; run as replication: same numerics, "
                      "parameters not sharded); -1 fills the world size"),
                -1, static_cast<double>(limits::kMaxWorldSize)),
-      at_least(field("parallelism", "tensor_parallel_degree",
-                     &c.parallelism.tensor_parallel_degree,
+      at_least(field("parallelism", "tensor_parallel_degree", &c.parallelism.tensor_parallel_degree,
                      "Tensor parallelism (not implemented: must be 1)"),
                1, static_cast<double>(limits::kMaxWorldSize)),
-      at_least(field("parallelism", "pipeline_parallel_degree",
-                     &c.parallelism.pipeline_parallel_degree,
-                     "Pipeline parallelism (not implemented: must be 1)"),
-               1, static_cast<double>(limits::kMaxWorldSize)),
-      at_least(field("parallelism", "context_parallel_degree",
-                     &c.parallelism.context_parallel_degree,
-                     "Context parallelism (not implemented: must be 1)"),
-               1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(
+          field("parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree,
+                "Pipeline parallelism (not implemented: must be 1)"),
+          1, static_cast<double>(limits::kMaxWorldSize)),
+      at_least(
+          field("parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree,
+                "Context parallelism (not implemented: must be 1)"),
+          1, static_cast<double>(limits::kMaxWorldSize)),
 
       not_hashed(field("checkpoint", "enable", &c.checkpoint.enable,
                        "Save checkpoints, and resume from the latest one at start")),

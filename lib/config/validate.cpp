@@ -93,11 +93,11 @@ void check_parallelism(const Config& config) {
       {"parallelism.context_parallel_degree", p.context_parallel_degree}};
   for (const auto& [key, degree] : unsupported) {
     if (degree == 1) continue;
-    throw ConfigError(where(config, key),
-                      fmt::format("{} is not supported: titan-train parallelizes over data only",
-                                  degree),
-                      "set it to 1 and use parallelism.data_parallel_replicate_degree (or "
-                      "data_parallel_shard_degree) for more processes");
+    throw ConfigError(
+        where(config, key),
+        fmt::format("{} is not supported: titan-train parallelizes over data only", degree),
+        "set it to 1 and use parallelism.data_parallel_replicate_degree (or "
+        "data_parallel_shard_degree) for more processes");
   }
   const std::pair<const char*, int64_t> data_parallel[] = {
       {"parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree},

@@ -36,12 +36,13 @@ inline const char* const kDeterministicCublasConfigs[] = {":4096:8", ":16:8"};
 
 // Requires: no CUDA context yet. Seeds the CPU generator and every CUDA device's generator with
 // the [debug] seed (drawn and reported when unset: a multi-process run sets it first, to the
-// seed its ranks agreed on, so that every rank initializes identical weights); sets ATen intra-op and OpenBLAS threads to
-// training.cpu_threads (0 = all cores). With debug.deterministic: deterministic algorithms
-// (warn-only per deterministic_warn_only), cuDNN deterministic and no benchmark, and
-// CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment unless the user set a valid value.
-// Throws ConfigError (exit 2) for an invalid CUBLAS_WORKSPACE_CONFIG. With warn-only, installs a warning handler that logs each op without a
-// deterministic implementation once, to `log`.
+// seed its ranks agreed on, so that every rank initializes identical weights); sets ATen intra-op
+// and OpenBLAS threads to training.cpu_threads (0 = all cores). With debug.deterministic:
+// deterministic algorithms (warn-only per deterministic_warn_only), cuDNN deterministic and no
+// benchmark, and CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment unless the user set a valid
+// value. Throws ConfigError (exit 2) for an invalid CUBLAS_WORKSPACE_CONFIG. With warn-only,
+// installs a warning handler that logs each op without a deterministic implementation once, to
+// `log`.
 DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t world_size,
                                      std::ostream& log);
 

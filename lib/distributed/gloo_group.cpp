@@ -5,9 +5,6 @@
 #include "distributed/gloo_group.h"
 
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #include <atomic>
@@ -15,6 +12,9 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "util/error.h"
 #include "util/strings.h"
@@ -174,27 +174,23 @@ class GlooGroup : public ProcessGroup {
       throw;
     } catch (const std::exception& e) {
       throw RuntimeFailure(fmt::format("rank {} of {}: {} failed: {} ({})", world_.rank,
-                                       world_.world_size, what, diagnose(),
-                                       first_line(e.what())),
+                                       world_.world_size, what, diagnose(), first_line(e.what())),
                            "each rank's own output tells why it stopped; with checkpoint.enable "
                            "the same command resumes from the latest checkpoint");
     }
   }
 
  private:
-  std::string where() const {
-    return fmt::format("{}:{}", world_.master_addr, world_.master_port);
-  }
+  std::string where() const { return fmt::format("{}:{}", world_.master_addr, world_.master_port); }
 
   c10::intrusive_ptr<c10d::TCPStore> open_store() {
     try {
       return connect_store(world_, world_.rank == 0, timeout_);
     } catch (const std::exception& e) {
       if (world_.rank == 0) {
-        throw RuntimeFailure(
-            fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
-                        world_.master_port, first_line(e.what())),
-            "another run may be using the port: set MASTER_PORT to a free one");
+        throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
+                                         world_.master_port, first_line(e.what())),
+                             "another run may be using the port: set MASTER_PORT to a free one");
       }
       throw RuntimeFailure(
           fmt::format("rank {} of {}: rank 0 did not arrive: its rendezvous store at {} did not "
@@ -230,12 +226,11 @@ class GlooGroup : public ProcessGroup {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo(milliseconds timeout) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(gloo_device(world_));
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
-        fmt::format("gloo/{}", generation_++), store_);
+    auto prefixed =
+        c10::make_intrusive<c10d::PrefixStore>(fmt::format("gloo/{}", generation_++), store_);
     return guarded("building the Gloo group", [&] {
-      return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(world_.rank),
-                                                         static_cast<int>(world_.world_size),
-                                                         options);
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(
+          prefixed, static_cast<int>(world_.rank), static_cast<int>(world_.world_size), options);
     });
   }
 
@@ -245,13 +240,12 @@ class GlooGroup : public ProcessGroup {
     return fmt::format("{}", fmt::join(names, ", "));
   }
 
-  static std::string first_line(const std::string& text) {
-    return text.substr(0, text.find('\n'));
-  }
+  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
   std::vector<int64_t> read_heartbeats() {
     std::vector<int64_t> beats;
-    for (int64_t r = 0; r < world_.world_size; ++r) beats.push_back(store_->add(heartbeat_key(r), 0));
+    for (int64_t r = 0; r < world_.world_size; ++r)
+      beats.push_back(store_->add(heartbeat_key(r), 0));
     return beats;
   }
 
@@ -273,8 +267,7 @@ class GlooGroup : public ProcessGroup {
                          gone.size() == 1 ? "is" : "are", kHeartbeatWatch.count() / 1000.0);
     } catch (const std::exception&) {
       if (world_.rank == 0) return "the rendezvous store stopped answering";
-      return fmt::format("rank 0 is gone (its rendezvous store at {} stopped answering)",
-                         where());
+      return fmt::format("rank 0 is gone (its rendezvous store at {} stopped answering)", where());
     }
   }
 

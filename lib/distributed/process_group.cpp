@@ -15,8 +15,7 @@ class SingleProcessGroup : public ProcessGroup {
   int64_t rank() const override { return 0; }
   int64_t size() const override { return 1; }
   std::string backend() const override { return "single"; }
-  std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor,
-                                                          const std::string&) override {
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor, const std::string&) override {
     return std::make_unique<Done>();
   }
   bool any_rank(bool flag, const std::string&) override { return flag; }

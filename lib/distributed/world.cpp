@@ -36,9 +36,10 @@ std::vector<int64_t> parse_log_ranks(const char* text) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0) {
-      throw ConfigError("environment variable LOG_RANK",
-                        fmt::format("\"{}\" is not a rank or a comma-separated list of ranks", text),
-                        "e.g. LOG_RANK=0 or LOG_RANK=0,1");
+      throw ConfigError(
+          "environment variable LOG_RANK",
+          fmt::format("\"{}\" is not a rank or a comma-separated list of ranks", text),
+          "e.g. LOG_RANK=0 or LOG_RANK=0,1");
     }
     ranks.push_back(v);
   }

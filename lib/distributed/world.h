@@ -17,7 +17,7 @@ struct WorldInfo {
   int64_t local_world_size = 1;
   std::string master_addr = "127.0.0.1";  // where rank 0 serves the rendezvous store
   int master_port = kDefaultMasterPort;
-  std::string launcher = "none";  // "torchrun", "slurm" or "none"
+  std::string launcher = "none";         // "torchrun", "slurm" or "none"
   std::vector<int64_t> log_ranks = {0};  // LOG_RANK: the ranks that print the console lines
 
   bool logs_console() const;

@@ -31,8 +31,8 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
     std::vector<at::Tensor> pieces;
     for (size_t i : bucket) {
       const at::Tensor& grad = params_[i].grad();
-      pieces.push_back(grad.defined() ? grad.reshape({-1}) : at::zeros({params_[i].numel()},
-                                                                       params_[i].options()));
+      pieces.push_back(grad.defined() ? grad.reshape({-1})
+                                      : at::zeros({params_[i].numel()}, params_[i].options()));
     }
     flat.push_back(at::cat(pieces));  // (sum of numel,)
     pending.push_back(group_.start_all_reduce_sum(flat.back(), what));
@@ -55,8 +55,7 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
       offset += n;
     }
   }
-  total_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  total_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++reductions_;
 }
 

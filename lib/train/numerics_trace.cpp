@@ -191,8 +191,8 @@ std::shared_ptr<NumericsTracer> make_numerics_tracer(
   return tracer;
 }
 
-void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
-                       int64_t resume_step, int64_t rank) {
+void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder, int64_t resume_step,
+                       int64_t rank) {
   const std::string path = dump_folder + "/" + rank_file_name("numerics.log", rank);
   if (tracer && tracer->writes_log()) return tracer->open(path, resume_step);
   std::error_code ec;

@@ -11,13 +11,13 @@
 #include "ac/apply.h"
 #include "config/loader.h"
 #include "determinism/determinism.h"
+#include "distributed/process_group.h"
 #include "metrics/device_stats.h"
 #include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/malloc_tuning.h"
 #include "util/strings.h"
-#include "distributed/process_group.h"
 
 namespace titan {
 namespace {
@@ -102,8 +102,9 @@ void Trainer::check_replicas_agree() {
   }
   const std::string verdict = group.broadcast(
       "initial_parameters_verdict",
-      differing.empty() ? "" : fmt::format("rank 0 has {}, {}", checksums[0],
-                                           fmt::join(differing, ", ")));
+      differing.empty()
+          ? ""
+          : fmt::format("rank 0 has {}, {}", checksums[0], fmt::join(differing, ", ")));
   if (!verdict.empty()) {
     throw RuntimeFailure(
         fmt::format("the ranks start from different parameters (checksums: {})", verdict),
@@ -149,9 +150,9 @@ void Trainer::log_start() const {
         "[titan] data parallel: {} ranks over {} (replicate {}, shard {}: both run as "
         "replication), gradients all-reduced in {} bucket(s); every rank starts from parameters "
         "{:#018x}; timeouts {} s to step 1, {} s after\n",
-        ctx_.process_group->size(), ctx_.process_group->backend(),
-        p.data_parallel_replicate_degree, p.data_parallel_shard_degree, reducer_->buckets(),
-        initial_checksum_, config_.comm.init_timeout_seconds, config_.comm.train_timeout_seconds);
+        ctx_.process_group->size(), ctx_.process_group->backend(), p.data_parallel_replicate_degree,
+        p.data_parallel_shard_degree, reducer_->buckets(), initial_checksum_,
+        config_.comm.init_timeout_seconds, config_.comm.train_timeout_seconds);
   }
   log << fmt::format(
       "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches{}), "
@@ -332,13 +333,13 @@ TrainSummary Trainer::train() {
   summary.checksum_seconds = checksum_seconds_;
   summary.reruns = reruns_;
   const int64_t ranks = ctx_.process_group->size();
-  log << fmt::format("[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n",
-                     summary.steps, summary.seconds,
-                     with_thousands(std::llround(summary.mean_tps / static_cast<double>(ranks))),
-                     ranks > 1 ? fmt::format(" per rank ({} in all)",
-                                             with_thousands(std::llround(summary.mean_tps)))
-                               : std::string(),
-                     summary.losses.empty() ? NAN : summary.losses.back());
+  log << fmt::format(
+      "[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n", summary.steps,
+      summary.seconds, with_thousands(std::llround(summary.mean_tps / static_cast<double>(ranks))),
+      ranks > 1
+          ? fmt::format(" per rank ({} in all)", with_thousands(std::llround(summary.mean_tps)))
+          : std::string(),
+      summary.losses.empty() ? NAN : summary.losses.back());
   if (reducer_ && reducer_->reductions() > 0) {
     const double per_step = reducer_->total_seconds() / static_cast<double>(reducer_->reductions());
     log << fmt::format(

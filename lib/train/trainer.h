@@ -126,10 +126,10 @@ class Trainer {
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   bool console_failed_ = false;
-  std::string checkpoint_folder_;         // <dump_folder>/<checkpoint.folder>
-  int64_t last_saved_step_ = -1;          // the step of this run's latest checkpoint
-  std::vector<std::string> start_notes_;  // what was loaded, for the start-up log
-  std::unique_ptr<RerunMonitor> rerun_;   // null when no rerun trigger is armed
+  std::string checkpoint_folder_;             // <dump_folder>/<checkpoint.folder>
+  int64_t last_saved_step_ = -1;              // the step of this run's latest checkpoint
+  std::vector<std::string> start_notes_;      // what was loaded, for the start-up log
+  std::unique_ptr<RerunMonitor> rerun_;       // null when no rerun trigger is armed
   std::unique_ptr<GradientReducer> reducer_;  // null for one process
   uint64_t initial_checksum_ = 0;             // of the parameters every rank started from
   bool train_timeout_adopted_ = false;
