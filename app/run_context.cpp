@@ -40,8 +40,6 @@ std::ostream& silent_stream() {
 
 std::string format_rank_line(const RunContext& c) {
   const WorldInfo& w = c.world;
-  std::vector<std::string> log_ranks;
-  for (int64_t r : w.log_ranks) log_ranks.push_back(std::to_string(r));
   return fmt::format(
       "[titan] rank {} of {} (local rank {} of {}, launcher {}): {} over {}:{}, {} CPU threads; "
       "console lines from rank {} (LOG_RANK)\n",
@@ -49,7 +47,7 @@ std::string format_rank_line(const RunContext& c) {
       c.process_group->backend(), w.master_addr, w.master_port,
       c.config.training.cpu_threads == 0 ? std::string("all")
                                          : std::to_string(c.config.training.cpu_threads),
-      fmt::join(log_ranks, ","));
+      join_integers(w.log_ranks, ","));
 }
 
 }  // namespace

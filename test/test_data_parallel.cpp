@@ -68,6 +68,23 @@ std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std:
   return results;
 }
 
+// Shell text that starts 2 ranks of `args` in the background, output in rank<N>.out and PIDs in
+// $p0 and $p1, then waits (at most 120 s) until rank 0 has logged a step. Each rank runs under
+// `timeout 120`, so that a hang fails the test instead of blocking it, except `untimed_rank`,
+// whose $p must be titan-train's own PID (kill -9 of `timeout` would leave its child running).
+std::string start_two_ranks(const std::string& args, int untimed_rank = -1) {
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < 2; ++r) {
+    script += "env " + rank_env(r, 2, port) + (r == untimed_rank ? " " : " timeout 120 ") +
+              test::binary() + " " + args + " >rank" + std::to_string(r) + ".out 2>&1 & p" +
+              std::to_string(r) + "=$!; ";
+  }
+  return script +
+         "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
+         "sleep 0.1; done; ";
+}
+
 std::vector<std::string> same_args(int world, const std::string& args) {
   return std::vector<std::string>(static_cast<size_t>(world), args);
 }
@@ -195,19 +212,10 @@ TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it"
   const std::string args = test::tiny_run(dir + "/out", 1000000, "--comm.train_timeout_seconds 30");
   for (int victim : {1, 0}) {
     const int survivor = 1 - victim;
-    const int port = free_port();
-    std::string script = "cd " + dir + "; rm -rf out; ";
-    for (int r = 0; r < 2; ++r) {
-      // The survivor runs under `timeout`, so that a hang fails the test instead of blocking it.
-      script += "env " + rank_env(r, 2, port) + (r == survivor ? " timeout 120 " : " ") +
-                test::binary() + " " + args + " >rank" + std::to_string(r) + ".out 2>&1 & p" +
-                std::to_string(r) + "=$!; ";
-    }
-    script +=
-        "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
-        "sleep 0.1; done; sleep 0.5; kill -9 $p" +
-        std::to_string(victim) + "; start=$(date +%s%N); wait $p" + std::to_string(survivor) +
-        "; rc=$?; echo \"$rc $start $(date +%s%N)\"";
+    const std::string script = "cd " + dir + "; rm -rf out; " + start_two_ranks(args, victim) +
+                               "sleep 0.5; kill -9 $p" + std::to_string(victim) +
+                               "; start=$(date +%s%N); wait $p" + std::to_string(survivor) +
+                               "; rc=$?; echo \"$rc $start $(date +%s%N)\"";
     auto r = test::run_shell(script);
     const std::string survivor_out =
         test::read_text(dir + "/rank" + std::to_string(survivor) + ".out");
@@ -230,16 +238,9 @@ TEST_CASE(
   auto dir = test::temp_dir("dp_term");
   const std::string args = test::tiny_run(dir + "/out", 1000000,
                                           "--checkpoint.enable true --checkpoint.interval 1000000");
-  const int port = free_port();
-  std::string script = "cd " + dir + "; ";
-  for (int r = 0; r < 2; ++r) {
-    script += "env " + rank_env(r, 2, port) + " timeout 120 " + test::binary() + " " + args +
-              " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) + "=$!; ";
-  }
-  script +=
-      "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
-      "sleep 0.1; done; " +
-      test::binary() + " " + test::tiny_run(dir + "/out", 2) +
+  const std::string script =
+      "cd " + dir + "; " + start_two_ranks(args) + test::binary() + " " +
+      test::tiny_run(dir + "/out", 2) +
       " >intruder.out 2>&1; echo \"intruder $?\"; "
       "kill -TERM $p1; wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
   auto r = test::run_shell(script);

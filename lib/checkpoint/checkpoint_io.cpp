@@ -9,6 +9,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "config/limits.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -81,7 +82,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
       m.summary.config_hash = a;
       has_hash = true;
     } else if (words.size() == 2 && words[0] == "world_size" && parse_u64(words[1], a) && a >= 1 &&
-               a <= (uint64_t{1} << 20)) {
+               a <= static_cast<uint64_t>(limits::kMaxWorldSize)) {
       m.summary.world_size = static_cast<int64_t>(a);
     } else if (words.size() == 4 && words[0] == "file" && parse_u64(words[2], a) &&
                parse_u64(words[3], b) && words[1].find('/') == std::string::npos) {

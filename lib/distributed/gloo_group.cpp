@@ -215,7 +215,7 @@ class GlooGroup : public ProcessGroup {
             fmt::format("rank {} of {}: {} {} did not arrive at the rendezvous ({}) within "
                         "comm.init_timeout_seconds = {} s",
                         world_.rank, world_.world_size, missing.size() == 1 ? "rank" : "ranks",
-                        join_ranks(missing), where(), timeout_.count() / 1000),
+                        join_integers(missing, ", "), where(), timeout_.count() / 1000),
             "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or "
             "SLURM_NTASKS)");
       }
@@ -232,12 +232,6 @@ class GlooGroup : public ProcessGroup {
       return c10::make_intrusive<c10d::ProcessGroupGloo>(
           prefixed, static_cast<int>(world_.rank), static_cast<int>(world_.world_size), options);
     });
-  }
-
-  static std::string join_ranks(const std::vector<int64_t>& ranks) {
-    std::vector<std::string> names;
-    for (int64_t r : ranks) names.push_back(std::to_string(r));
-    return fmt::format("{}", fmt::join(names, ", "));
   }
 
   static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -263,7 +257,7 @@ class GlooGroup : public ProcessGroup {
         return "every rank still beats: one is stuck or slower than the timeout";
       }
       return fmt::format("{} {} {} gone (no heartbeat for {:.1f} s)",
-                         gone.size() == 1 ? "rank" : "ranks", join_ranks(gone),
+                         gone.size() == 1 ? "rank" : "ranks", join_integers(gone, ", "),
                          gone.size() == 1 ? "is" : "are", kHeartbeatWatch.count() / 1000.0);
     } catch (const std::exception&) {
       if (world_.rank == 0) return "the rendezvous store stopped answering";

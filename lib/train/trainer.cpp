@@ -181,15 +181,13 @@ void Trainer::log_start() const {
   }
   if (rerun_) {
     const auto& dbg = config_.debug;
-    std::vector<std::string> steps;
-    for (int64_t s : dbg.rerun_steps) steps.push_back(std::to_string(s));
     log << fmt::format("[titan] rerun check: on {}{}, steps [{}], action {}; reports in {}/rerun\n",
                        to_string(dbg.rerun_on),
                        dbg.rerun_on == RerunOn::kSpike || dbg.rerun_on == RerunOn::kBoth
                            ? fmt::format(" (spike: loss > {} x mean of the last {})",
                                          dbg.rerun_spike_factor, dbg.rerun_window)
                            : "",
-                       fmt::join(steps, ", "), to_string(dbg.rerun_action),
+                       join_integers(dbg.rerun_steps, ", "), to_string(dbg.rerun_action),
                        config_.job.dump_folder);
   }
   for (const auto& note : start_notes_) log << "[titan] " << note << "\n";

@@ -18,6 +18,7 @@
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stop_signal.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -38,9 +39,7 @@ at::ScalarType export_scalar_type(ExportDtype dtype) {
 
 std::string steps_list(const std::vector<int64_t>& steps) {
   if (steps.empty()) return "none";
-  std::vector<std::string> names;
-  for (int64_t s : steps) names.push_back(std::to_string(s));
-  return fmt::format("{}", fmt::join(names, ", "));
+  return join_integers(steps, ", ");
 }
 
 // The hashed keys whose values differ from those the checkpoint was saved with.

@@ -34,6 +34,15 @@ std::string closest_match(const std::string& word, const std::vector<std::string
   return best;
 }
 
+std::string join_integers(const std::vector<int64_t>& values, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += separator;
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
 std::string join_quoted(const std::vector<std::string>& items) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
