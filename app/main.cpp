@@ -49,7 +49,7 @@ int dispatch(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  titan::ensure_passive_omp_wait(argv);
+  titan::ensure_idle_threads_sleep(argv);
   titan::tune_malloc_for_training();
   try {
     return dispatch(std::vector<std::string>(argv, argv + argc));

@@ -1,5 +1,6 @@
 // CPU performance settings that must hold without the user setting anything: glibc malloc keeps
-// the step's large blocks (no mmap/munmap and page faults every step) unless turned off.
+// the step's large blocks (no mmap/munmap and page faults every step) unless turned off, and idle
+// OpenMP and OpenBLAS workers sleep instead of spinning unless the user says otherwise.
 #include <regex>
 #include <string>
 
@@ -47,4 +48,26 @@ TEST_CASE("malloc tuning: on by default it cuts the page faults of each step; en
   CHECK(tuned.faults_per_step < 0.7 * plain.faults_per_step);  // measured: 18,773 vs 36,029
   FaultRun glibc = faults_per_step("MALLOC_TOP_PAD_=0", "malloc_glibc_env");
   CHECK_THAT(glibc.output, Catch::Contains("glibc malloc as set by MALLOC_TOP_PAD_"));
+}
+
+TEST_CASE(
+    "idle threads: titan-train sets OMP_WAIT_POLICY and OPENBLAS_THREAD_TIMEOUT, the user's "
+    "values win",
+    "[perf]") {
+  const std::string args = test::tiny_run(test::temp_dir("idle_threads"), 1);
+  // The test binary itself runs with the variables set: unset them as a fresh shell would.
+  const std::string fresh =
+      "env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u TITAN_SET_THREAD_ENV";
+  auto defaults = test::run_titan_env(fresh, args);
+  INFO(defaults.output);
+  REQUIRE(defaults.exit_code == 0);
+  CHECK_THAT(defaults.output,
+             Catch::Contains("idle threads sleep: OMP_WAIT_POLICY=PASSIVE (set by titan-train); "
+                             "OPENBLAS_THREAD_TIMEOUT=4 (set by titan-train)"));
+  auto user = test::run_titan_env(fresh + " OPENBLAS_THREAD_TIMEOUT=20",
+                                  test::tiny_run(test::temp_dir("idle_threads_user"), 1));
+  INFO(user.output);
+  REQUIRE(user.exit_code == 0);
+  CHECK_THAT(user.output, Catch::Contains("OMP_WAIT_POLICY=PASSIVE (set by titan-train); "
+                                          "OPENBLAS_THREAD_TIMEOUT=20 (set either"));
 }

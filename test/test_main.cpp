@@ -5,6 +5,6 @@
 #include "util/omp_env.h"
 
 int main(int argc, char** argv) {
-  titan::ensure_passive_omp_wait(argv);
+  titan::ensure_idle_threads_sleep(argv);
   return Catch::Session().run(argc, argv);
 }

@@ -7,6 +7,7 @@
 #include "catch_torch.h"
 #include "model/causal_attention.h"
 #include "model/llama.h"
+#include "util/blas_threads.h"
 
 using namespace titan;
 
@@ -102,6 +103,31 @@ TEST_CASE("model: blocked causal attention equals the naive formula, values and 
     auto got_grads = torch::autograd::grad({got}, {q, k, v}, {grad});
     CHECK(at::allclose(got, expected, 1e-5, 1e-5));
     for (int i = 0; i < 3; ++i) CHECK(at::allclose(got_grads[i], expected_grads[i], 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("model: blocked causal attention is bitwise the same on 1 and 2 intra-op threads",
+          "[model]") {
+  torch::manual_seed(0);
+  auto q = at::randn({2, 4, 300, 16}).requires_grad_(),
+       k = at::randn({2, 4, 300, 16}).requires_grad_(),
+       v = at::randn({2, 4, 300, 16}).requires_grad_();
+  auto grad = at::randn({2, 4, 300, 16});
+  auto run = [&](int threads) {
+    const int previous = at::get_num_threads();
+    at::set_num_threads(threads);
+    set_blas_threads(threads);
+    auto out = blocked_causal_attention(q, k, v);
+    auto grads = torch::autograd::grad({out}, {q, k, v}, {grad});
+    at::set_num_threads(previous);
+    set_blas_threads(previous);
+    grads.insert(grads.begin(), out);
+    return grads;
+  };
+  auto one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("output " << i << " (0 = attention, then dq, dk, dv)");
+    CHECK(at::equal(one[i], two[i]));
   }
 }
 

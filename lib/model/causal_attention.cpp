@@ -1,11 +1,15 @@
 #include "model/causal_attention.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 #include <torch/version.h>
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "util/blas_threads.h"
 
 namespace titan {
 namespace {
@@ -20,6 +24,22 @@ at::Tensor block_mask(int64_t start, int64_t end, const at::TensorOptions& optio
   auto cols = at::arange(0, end, options.dtype(at::kLong)).unsqueeze(0);      // (1, end)
   auto mask = at::zeros({end - start, end}, options);
   return mask.masked_fill_(cols > rows, -std::numeric_limits<float>::infinity());
+}
+
+// Calls fn(first, count) on disjoint ranges of the BH heads, one range per intra-op thread, with
+// single-threaded BLAS. Each head's matrices are far too small for OpenBLAS's own threads (K is
+// the head dim, 16 in the debug model): waking and joining them costs more than the multiply,
+// while whole heads split evenly. Every head goes through the same calls in the same order
+// whatever the split, so the results are bitwise those of one thread (tested).
+template <typename Fn>
+void for_each_head_range(int64_t heads, const Fn& fn) {
+  SingleThreadedBlasScope single_blas;
+  at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
+    // Grad mode and observers are thread-local: the pool's threads need them off as well.
+    at::NoGradGuard no_grad;
+    at::DisableRecordFunctionGuard unobserved;
+    fn(begin, end - begin);
+  });
 }
 
 struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAttention> {
@@ -45,16 +65,25 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     auto v3 = v.reshape({B * H, T, D});
     auto out = at::empty_like(q3);
     variable_list saved = {q3, k3, v3};
+    std::vector<at::Tensor> masks;
     for (int64_t start = 0; start < T; start += block) {
       const int64_t end = std::min(T, start + block);
-      auto mask = block_mask(start, end, q.options());  // (L, end)
-      auto kt = k3.narrow(1, 0, end).transpose(1, 2);   // (BH, D, end)
-      auto probs =
-          at::baddbmm(mask, q3.narrow(1, start, end - start), kt, 1.0, scale);  // (BH, L, end)
-      at::_softmax_out(probs, probs, -1, false);
-      out.narrow(1, start, end - start).copy_(at::bmm(probs, v3.narrow(1, 0, end)));
-      saved.push_back(probs);
+      masks.push_back(block_mask(start, end, q.options()));                // (L, end)
+      saved.push_back(at::empty({B * H, end - start, end}, q.options()));  // probs, (BH, L, end)
     }
+    for_each_head_range(B * H, [&](int64_t first, int64_t count) {
+      auto qh = q3.narrow(0, first, count), kh = k3.narrow(0, first, count);
+      auto vh = v3.narrow(0, first, count), outh = out.narrow(0, first, count);
+      for (size_t i = 0; i < masks.size(); ++i) {
+        const int64_t start = static_cast<int64_t>(i) * block, len = masks[i].size(0);
+        const int64_t end = start + len;
+        auto probs = saved[3 + i].narrow(0, first, count);  // (n, L, end)
+        at::baddbmm_out(probs, masks[i], qh.narrow(1, start, len),
+                        kh.narrow(1, 0, end).transpose(1, 2), 1.0, scale);
+        at::_softmax_out(probs, probs, -1, false);
+        outh.narrow(1, start, len).copy_(at::bmm(probs, vh.narrow(1, 0, end)));
+      }
+    });
     ctx->save_for_backward(saved);
     ctx->saved_data["block"] = block;
     ctx->saved_data["shape"] = q.sizes().vec();
@@ -73,17 +102,24 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     auto dq = at::empty_like(q3);
     auto dk = at::zeros_like(k3);
     auto dv = at::zeros_like(v3);
-    size_t index = 3;
-    for (int64_t start = 0; start < T; start += block, ++index) {
-      const int64_t end = std::min(T, start + block), len = end - start;
-      const auto& probs = saved[index];          // (BH, L, end)
-      auto go = grad_out.narrow(1, start, len);  // (BH, L, D)
-      dv.narrow(1, 0, end).baddbmm_(probs.transpose(1, 2), go);
-      auto dprobs = at::bmm(go, v3.narrow(1, 0, end).transpose(1, 2));  // (BH, L, end)
-      auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
-      dq.narrow(1, start, len).copy_(at::bmm(dscores, k3.narrow(1, 0, end)).mul_(scale));
-      dk.narrow(1, 0, end).baddbmm_(dscores.transpose(1, 2), q3.narrow(1, start, len), 1.0, scale);
-    }
+    for_each_head_range(q3.size(0), [&](int64_t first, int64_t count) {
+      auto qh = q3.narrow(0, first, count), kh = k3.narrow(0, first, count);
+      auto vh = v3.narrow(0, first, count), goh = grad_out.narrow(0, first, count);
+      auto dqh = dq.narrow(0, first, count), dkh = dk.narrow(0, first, count);
+      auto dvh = dv.narrow(0, first, count);
+      size_t index = 3;
+      for (int64_t start = 0; start < T; start += block, ++index) {
+        const int64_t end = std::min(T, start + block), len = end - start;
+        auto probs = saved[index].narrow(0, first, count);  // (n, L, end)
+        auto go = goh.narrow(1, start, len);                // (n, L, D)
+        dvh.narrow(1, 0, end).baddbmm_(probs.transpose(1, 2), go);
+        auto dprobs = at::bmm(go, vh.narrow(1, 0, end).transpose(1, 2));  // (n, L, end)
+        auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+        dqh.narrow(1, start, len).copy_(at::bmm(dscores, kh.narrow(1, 0, end)).mul_(scale));
+        dkh.narrow(1, 0, end).baddbmm_(dscores.transpose(1, 2), qh.narrow(1, start, len), 1.0,
+                                       scale);
+      }
+    });
     return {dq.view(shape), dk.view(shape), dv.view(shape), at::Tensor()};
   }
 };

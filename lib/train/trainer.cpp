@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/malloc_tuning.h"
+#include "util/omp_env.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -143,6 +144,7 @@ void Trainer::log_start() const {
   log << format_determinism_block(
       d, fmt::format("{} {}", ctx_.device.str(), hardware_name(ctx_.device)));
   if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
+  if (!ctx_.device.is_cuda()) log << "[titan] " << idle_threads_summary() << "\n";
   log << fmt::format("[titan] data: {}\n", source_->describe());
   if (reducer_) {
     const auto& p = config_.parallelism;

@@ -1,17 +1,27 @@
-// OpenMP wait policy for the process.
+// How idle worker threads wait: OpenMP's (ATen's intra-op pool) and OpenBLAS's.
 //
-// ATen's OpenMP workers spin after each parallel region while OpenBLAS's own threads want the
-// same cores for the next matmul; on a 2-core machine the spinning more than halves training
-// throughput (measured: 1,117 vs 3,254 tokens/s on the debug model). libgomp reads
-// OMP_WAIT_POLICY only when it loads, before main, so the only way to change it from inside the
-// program is to re-execute it with the variable set.
+// titan-train has two thread pools on the same cores: ATen's OpenMP workers (element-wise ops, the
+// attention's heads) and OpenBLAS's pthreads (large matmuls). An idle worker of either pool that
+// spins keeps a core from the other pool's next task. Measured on 2 cores (debug model):
+// - OpenMP workers spinning more than halved throughput (1,117 vs 3,254 tokens/s);
+// - OpenBLAS's workers spin with sched_yield for up to 2^28 cycles after every call (its default
+//   OPENBLAS_THREAD_TIMEOUT of 28), which cost 15-25% of the step and most of its kernel time
+//   once the attention ran on ATen's pool (scripts/bench.sh; see the README's CPU notes).
+// Both libraries read their variable only when they load, before main, so the only way to set it
+// from inside the program is to re-execute it with the variables set.
 #pragma once
+
+#include <string>
 
 namespace titan {
 
-// If OMP_WAIT_POLICY is unset, sets it to PASSIVE and re-executes /proc/self/exe with the same
-// arguments; does not return in that case. Returns normally when the variable is already set
-// (by the user or by the first execution) or when the re-exec fails.
-void ensure_passive_omp_wait(char** argv);
+// Sets OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 (the shortest spin OpenBLAS allows)
+// where unset, and if it set either, re-executes /proc/self/exe with the same arguments; does not
+// return in that case. Returns normally when both are already set (by the user or by the first
+// execution) or when the re-exec fails. A variable the user set is never changed.
+void ensure_idle_threads_sleep(char** argv);
+
+// One line for the start-up log: each variable's value and whether titan-train set it.
+std::string idle_threads_summary();
 
 }  // namespace titan
