@@ -21,6 +21,10 @@ struct StepMetrics {
   double tflops = 0;
   double mfu_pct = 0;
   double step_time_s = 0;  // mean seconds per step since the last log
+  // Mean process CPU seconds per step since the last log, in user code and in the kernel
+  // (getrusage: all threads; on CUDA, the host's share). metrics.jsonl only.
+  double cpu_user_s = 0;
+  double cpu_system_s = 0;
 };
 
 // "step:  1  loss:  8.12345  grad_norm:  1.2345  memory:  1.21GiB(0.86%)  tps: 5,756  tflops:

@@ -293,6 +293,10 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   m.tflops = flops_per_token_ * m.tps / 1e12;
   m.mfu_pct = ctx_.peak_flops > 0 ? 100.0 * flops_per_token_ * m.tps / ctx_.peak_flops : 0.0;
   m.step_time_s = seconds / static_cast<double>(steps);
+  const CpuUsage now = cpu_usage();
+  m.cpu_user_s = (now.user_s - cpu_at_last_log_.user_s) / static_cast<double>(steps);
+  m.cpu_system_s = (now.system_s - cpu_at_last_log_.system_s) / static_cast<double>(steps);
+  cpu_at_last_log_ = now;
   *ctx_.log << "[titan] " << format_console_line(m) << std::endl;
   check_console();
   if (ctx_.metrics) ctx_.metrics->write(m);
@@ -308,6 +312,7 @@ TrainSummary Trainer::train() {
   }
   const auto start = Clock::now();
   const CpuUsage usage_start = cpu_usage();
+  cpu_at_last_log_ = usage_start;
   const int64_t first_step = step_;
   auto last_log = start;
   int64_t steps_since_log = 0;

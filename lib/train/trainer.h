@@ -12,6 +12,7 @@
 #include "checkpoint/train_state.h"
 #include "config/config.h"
 #include "data/loader.h"
+#include "metrics/device_stats.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -123,6 +124,7 @@ class Trainer {
   StepOptions step_options_;
   double flops_per_token_ = 0;
   double checksum_seconds_ = 0;
+  CpuUsage cpu_at_last_log_;  // for the per-step CPU time in metrics.jsonl
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   bool console_failed_ = false;
