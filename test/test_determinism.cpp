@@ -153,6 +153,37 @@ TEST_CASE("determinism: the start block lists every setting, tagged", "[determin
   CHECK_THAT(block, Catch::Contains("expect some slowdown"));
 }
 
+// The kernel set is chosen when OpenBLAS loads, so only a new process can show another one.
+TEST_CASE(
+    "determinism: the start block names the OpenBLAS kernels and OPENBLAS_CORETYPE; other kernels "
+    "give other bits",
+    "[determinism][cli]") {
+#if !defined(__x86_64__)
+  TITAN_SKIP("SKIPPED: the kernel names below are x86-64 OpenBLAS's");
+#endif
+  if (openblas_kernels().empty()) TITAN_SKIP("SKIPPED: the BLAS libtorch loaded is not OpenBLAS");
+  const std::string dir = test::temp_dir("blas_kernels");
+  auto run = [&](const std::string& env, const std::string& name) {
+    auto r =
+        test::run_titan_env("env -u OPENBLAS_CORETYPE " + env, test::tiny_run(dir + "/" + name, 2));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return r.output;
+  };
+  CHECK_THAT(run("", "detected"), Catch::Contains("(detected for this CPU)"));
+  CHECK_THAT(run("OPENBLAS_CORETYPE=Prescott", "prescott"),
+             Catch::Contains("[determinism] blas_kernels                 OpenBLAS Prescott "
+                             "(OPENBLAS_CORETYPE=Prescott in the environment)"));
+  run("OPENBLAS_CORETYPE=Haswell", "haswell");
+  run("OPENBLAS_CORETYPE=Haswell", "haswell_again");
+  // Haswell's kernels use FMA, Prescott's do not: the losses part at step 1.
+  const auto fingerprint = [&](const std::string& name) {
+    return test::read_text(dir + "/" + name + "/fingerprint.log");
+  };
+  CHECK(fingerprint("haswell") == fingerprint("haswell_again"));
+  CHECK(fingerprint("haswell") != fingerprint("prescott"));
+}
+
 TEST_CASE("determinism: the op name is read from libtorch's message", "[determinism]") {
   CHECK(nondeterministic_op("put_ does not have a deterministic implementation, but you set ...") ==
         "put_");

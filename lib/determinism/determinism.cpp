@@ -171,6 +171,7 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   at::set_num_threads(static_cast<int>(r.cpu_threads));
   r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));
+  r.blas_kernels = openblas_kernels();
 
   r.seed = resolve_seed(config, r.seed_was_drawn);
   torch::manual_seed(r.seed);  // the CPU generator and every CUDA device's
@@ -214,6 +215,7 @@ std::string format_determinism_block(const DeterminismRecord& r, const std::stri
                                        : std::string("n/a (libtorch < 2.2)"));
   out += line("cpu_threads", fmt::format("{} (OpenBLAS {})", r.cpu_threads,
                                          r.blas_threads_set ? "matched" : "not OpenBLAS"));
+  if (!r.blas_kernels.empty()) out += line("blas_kernels", "OpenBLAS " + r.blas_kernels);
   out += line("device", device);
   out += line("world_size", fmt::format("{} (rank {})", r.world_size, r.rank));
   if (r.deterministic)

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 namespace titan {
 namespace {
 
@@ -27,6 +29,16 @@ bool set_blas_threads(int threads) {
 }
 
 int blas_threads() { return get_fn() ? get_fn()() : 0; }
+
+std::string openblas_kernels() {
+  using CoreName = char* (*)();
+  static auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* core = core_name ? core_name() : nullptr;
+  if (core == nullptr) return "";
+  const char* requested = std::getenv("OPENBLAS_CORETYPE");
+  if (requested == nullptr) return std::string(core) + " (detected for this CPU)";
+  return std::string(core) + " (OPENBLAS_CORETYPE=" + requested + " in the environment)";
+}
 
 SingleThreadedBlasScope::SingleThreadedBlasScope() : previous_(blas_threads()) {
   if (previous_ > 1) set_blas_threads(1);

@@ -50,6 +50,8 @@ def titan_run(args, out, tag):
         "mfu": statistics.median(r["mfu_pct"] for r in timed),
         "kernel_pct": 100 * timed_system / (timed_user + timed_system),
         "kernel_pct_run": 100 * system / (user + system),
+        "blas_kernels": re.search(r"blas_kernels +(.*)", log).group(1) if "blas_kernels" in log
+        else "not OpenBLAS",
     }
 
 
@@ -104,6 +106,7 @@ def main():
             print(f"  round {r}: titan-train {titan[-1]['tps']:.1f} tokens/s, "
                   f"eager {eager[-1]:.1f} tokens/s")
     t_tps = [x["tps"] for x in titan]
+    print(f"BLAS kernels (both sides, the same environment): {titan[0]['blas_kernels']}")
     print(f"titan-train tokens/s {spread(t_tps)}")
     print(f"eager (best-tuned) tokens/s {spread(eager)}")
     print(f"ratio of medians: {statistics.median(t_tps) / statistics.median(eager):.2f}x "
