@@ -27,10 +27,12 @@ at::Tensor block_mask(int64_t start, int64_t end, const at::TensorOptions& optio
 }
 
 // Calls fn(first, count) on disjoint ranges of the BH heads, one range per intra-op thread, with
-// single-threaded BLAS. Each head's matrices are far too small for OpenBLAS's own threads (K is
-// the head dim, 16 in the debug model): waking and joining them costs more than the multiply,
-// while whole heads split evenly. Every head goes through the same calls in the same order
-// whatever the split, so the results are bitwise those of one thread (tested).
+// single-threaded BLAS. The callers then work one head at a time, so that a block's scores stay
+// in the core's cache from the matmul through the softmax to the product with v. Each head's
+// matrices are far too small for OpenBLAS's own threads (K is the head dim, 16 in the debug model):
+// waking and joining them costs more than the multiply, while whole heads split evenly. Every head
+// goes through the same calls in the same order whatever the split, so the results are bitwise
+// those of one thread (tested).
 template <typename Fn>
 void for_each_head_range(int64_t heads, const Fn& fn) {
   SingleThreadedBlasScope single_blas;
@@ -46,7 +48,7 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                                int64_t block) {
     // Observers (profilers, the recompute checker) see one op with its output, instead of the
-    // thousands of per-batch select/addmm_ calls that libtorch 1.13's CPU bmm makes inside.
+    // thousands of per-head matmul and softmax calls inside.
     at::RecordFunction record(at::RecordScope::FUNCTION);
     if (record.isActive()) record.before("titan::causal_attention");
     at::Tensor out = compute_forward(ctx, q, k, v, block);
@@ -72,16 +74,18 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
       saved.push_back(at::empty({B * H, end - start, end}, q.options()));  // probs, (BH, L, end)
     }
     for_each_head_range(B * H, [&](int64_t first, int64_t count) {
-      auto qh = q3.narrow(0, first, count), kh = k3.narrow(0, first, count);
-      auto vh = v3.narrow(0, first, count), outh = out.narrow(0, first, count);
-      for (size_t i = 0; i < masks.size(); ++i) {
-        const int64_t start = static_cast<int64_t>(i) * block, len = masks[i].size(0);
-        const int64_t end = start + len;
-        auto probs = saved[3 + i].narrow(0, first, count);  // (n, L, end)
-        at::baddbmm_out(probs, masks[i], qh.narrow(1, start, len),
-                        kh.narrow(1, 0, end).transpose(1, 2), 1.0, scale);
-        at::_softmax_out(probs, probs, -1, false);
-        outh.narrow(1, start, len).copy_(at::bmm(probs, vh.narrow(1, 0, end)));
+      for (int64_t h = first; h < first + count; ++h) {
+        auto qh = q3[h], kh = k3[h], vh = v3[h], outh = out[h];  // (T, D)
+        for (size_t i = 0; i < masks.size(); ++i) {
+          const int64_t start = static_cast<int64_t>(i) * block, len = masks[i].size(0);
+          const int64_t end = start + len;
+          auto probs = saved[3 + i][h];  // (L, end)
+          at::addmm_out(probs, masks[i], qh.narrow(0, start, len), kh.narrow(0, 0, end).t(), 1.0,
+                        scale);
+          at::_softmax_out(probs, probs, -1, false);
+          auto out_rows = outh.narrow(0, start, len);  // (L, D)
+          at::mm_out(out_rows, probs, vh.narrow(0, 0, end));
+        }
       }
     });
     ctx->save_for_backward(saved);
@@ -103,21 +107,21 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
     auto dk = at::zeros_like(k3);
     auto dv = at::zeros_like(v3);
     for_each_head_range(q3.size(0), [&](int64_t first, int64_t count) {
-      auto qh = q3.narrow(0, first, count), kh = k3.narrow(0, first, count);
-      auto vh = v3.narrow(0, first, count), goh = grad_out.narrow(0, first, count);
-      auto dqh = dq.narrow(0, first, count), dkh = dk.narrow(0, first, count);
-      auto dvh = dv.narrow(0, first, count);
-      size_t index = 3;
-      for (int64_t start = 0; start < T; start += block, ++index) {
-        const int64_t end = std::min(T, start + block), len = end - start;
-        auto probs = saved[index].narrow(0, first, count);  // (n, L, end)
-        auto go = goh.narrow(1, start, len);                // (n, L, D)
-        dvh.narrow(1, 0, end).baddbmm_(probs.transpose(1, 2), go);
-        auto dprobs = at::bmm(go, vh.narrow(1, 0, end).transpose(1, 2));  // (n, L, end)
-        auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
-        dqh.narrow(1, start, len).copy_(at::bmm(dscores, kh.narrow(1, 0, end)).mul_(scale));
-        dkh.narrow(1, 0, end).baddbmm_(dscores.transpose(1, 2), qh.narrow(1, start, len), 1.0,
-                                       scale);
+      for (int64_t h = first; h < first + count; ++h) {
+        auto qh = q3[h], kh = k3[h], vh = v3[h], goh = grad_out[h];  // (T, D)
+        auto dqh = dq[h], dkh = dk[h], dvh = dv[h];
+        size_t index = 3;
+        for (int64_t start = 0; start < T; start += block, ++index) {
+          const int64_t end = std::min(T, start + block), len = end - start;
+          auto probs = saved[index][h];         // (L, end)
+          auto go = goh.narrow(0, start, len);  // (L, D)
+          dvh.narrow(0, 0, end).addmm_(probs.t(), go);
+          auto dprobs = at::mm(go, vh.narrow(0, 0, end).t());  // (L, end)
+          auto dscores = at::_softmax_backward_data(dprobs, probs, -1, probs.scalar_type());
+          auto dq_rows = dqh.narrow(0, start, len);
+          at::mm_out(dq_rows, dscores, kh.narrow(0, 0, end)).mul_(scale);
+          dkh.narrow(0, 0, end).addmm_(dscores.t(), qh.narrow(0, start, len), 1.0, scale);
+        }
       }
     });
     return {dq.view(shape), dk.view(shape), dv.view(shape), at::Tensor()};
