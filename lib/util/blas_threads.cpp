@@ -7,32 +7,29 @@
 namespace titan {
 namespace {
 
-using SetThreads = void (*)(int);
-using GetThreads = int (*)();
-
-SetThreads set_fn() {
-  static auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  return fn;
-}
-
-GetThreads get_fn() {
-  static auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return fn;
+// An OpenBLAS entry point looked up in the libraries already loaded (libtorch links the system
+// BLAS), or nullptr when that BLAS is not OpenBLAS.
+template <typename Fn>
+Fn openblas_function(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
 }
 
 }  // namespace
 
 bool set_blas_threads(int threads) {
-  if (!set_fn()) return false;
-  set_fn()(threads);
+  static auto set = openblas_function<void (*)(int)>("openblas_set_num_threads");
+  if (!set) return false;
+  set(threads);
   return true;
 }
 
-int blas_threads() { return get_fn() ? get_fn()() : 0; }
+int blas_threads() {
+  static auto get = openblas_function<int (*)()>("openblas_get_num_threads");
+  return get ? get() : 0;
+}
 
 std::string openblas_kernels() {
-  using CoreName = char* (*)();
-  static auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  static auto core_name = openblas_function<char* (*)()>("openblas_get_corename");
   const char* core = core_name ? core_name() : nullptr;
   if (core == nullptr) return "";
   const char* requested = std::getenv("OPENBLAS_CORETYPE");
