@@ -5,7 +5,8 @@
 #   1. 2 tasks on CPU (1 node, 2 tasks per node, 1 CPU each), configs/debug_model.toml, 4 short
 #      steps: JobState=COMPLETED ExitCode=0:0, the log shows "rank 0 of 2" and "rank 1 of 2", and
 #      the last step's loss is below the first's;
-#   2. the same with a bad config (--training.steps 0): JobState=FAILED ExitCode=2:0.
+#   2. the same with a bad config (--training.steps 0): JobState=FAILED ExitCode=2:0, refused by
+#      the job script's config check before srun starts any task.
 # Jobs are followed with `scontrol show job` (no accounting database, so no sacct); a job not
 # done after JOB_TIMEOUT_S seconds (default 300) is cancelled and fails the check. The cluster
 # is stopped at the end whatever happens. Logs and outputs go to a temporary folder, removed when
@@ -105,9 +106,14 @@ id=$(submit badconfig --training.steps 0) || exit 1
 result=$(wait_job "$id")
 log="$work/badconfig-$id.out"
 echo "test_slurm: bad-config job $id: $result in $((SECONDS - t)) s"
-if [ "$result" = "JobState=FAILED ExitCode=2:0" ]; then
-  pass "bad-config job $id: FAILED 2:0"
-else
+if [ "$result" != "JobState=FAILED ExitCode=2:0" ]; then
   fail "bad-config job $id: $result, expected JobState=FAILED ExitCode=2:0 ($log)"
   tail -n 20 "$log" 2>/dev/null || true
+elif ! grep -q "the config was refused (exit 2); no task started" "$log" ||
+  grep -q "^srun" "$log"; then
+  # Tasks started on a bad config race to fail: a task srun stops can make the code 143.
+  fail "bad-config job $id: tasks were started, or the refusal is missing from the log ($log)"
+  tail -n 20 "$log" 2>/dev/null || true
+else
+  pass "bad-config job $id: FAILED 2:0 before any task started"
 fi
