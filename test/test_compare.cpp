@@ -149,13 +149,13 @@ TEST_CASE("compare: truncated, malformed and missing inputs exit 2 naming file a
   test::write_text(dir + "/cut.log", good.substr(0, good.size() - 9));
   auto cut = compare(dir + "/good.log " + dir + "/cut.log");
   CHECK(cut.exit_code == 2);
-  CHECK_THAT(cut.output, Catch::Contains(dir + "/cut.log:15: the file ends inside this line"));
+  CHECK_THAT(cut.output, Catch::Contains(dir + "/cut.log:16: the file ends inside this line"));
   std::string bad = good;
   bad.replace(bad.find("step 2 loss 0x"), 14, "step 2 loss 0q");
   test::write_text(dir + "/bad.log", bad);
   auto malformed = compare(dir + "/bad.log " + dir + "/good.log");
   CHECK(malformed.exit_code == 2);
-  CHECK_THAT(malformed.output, Catch::Contains(dir + "/bad.log:14: loss: \"0q"));
+  CHECK_THAT(malformed.output, Catch::Contains(dir + "/bad.log:15: loss: \"0q"));
   auto missing = compare(dir + "/good.log " + dir + "/nothing");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains(dir + "/nothing: no such file or folder"));

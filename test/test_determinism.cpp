@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "app/compare.h"
 #include "catch_torch.h"
 #include "determinism/determinism.h"
 #include "test_util.h"
@@ -161,7 +162,8 @@ TEST_CASE(
 #if !defined(__x86_64__)
   TITAN_SKIP("SKIPPED: the kernel names below are x86-64 OpenBLAS's");
 #endif
-  if (openblas_kernels().empty()) TITAN_SKIP("SKIPPED: the BLAS libtorch loaded is not OpenBLAS");
+  if (openblas_kernels().core.empty())
+    TITAN_SKIP("SKIPPED: the BLAS libtorch loaded is not OpenBLAS");
   const std::string dir = test::temp_dir("blas_kernels");
   auto run = [&](const std::string& env, const std::string& name) {
     auto r =
@@ -176,12 +178,23 @@ TEST_CASE(
                              "(OPENBLAS_CORETYPE=Prescott in the environment)"));
   run("OPENBLAS_CORETYPE=Haswell", "haswell");
   run("OPENBLAS_CORETYPE=Haswell", "haswell_again");
-  // Haswell's kernels use FMA, Prescott's do not: the losses part at step 1.
+  // Haswell's kernels use FMA, Prescott's do not: the losses part at step 1. The header names
+  // the kernels, so that a diff of the two logs says why.
   const auto fingerprint = [&](const std::string& name) {
     return test::read_text(dir + "/" + name + "/fingerprint.log");
   };
+  const auto steps = [&](const std::string& name) {
+    const std::string text = fingerprint(name);
+    return text.substr(text.find("\nstep 1 "));
+  };
   CHECK(fingerprint("haswell") == fingerprint("haswell_again"));
-  CHECK(fingerprint("haswell") != fingerprint("prescott"));
+  CHECK(steps("haswell") != steps("prescott"));
+  CHECK_THAT(fingerprint("prescott"), Catch::Contains("\nblas_kernels OpenBLAS Prescott\n"));
+  CHECK_THAT(fingerprint("haswell"), Catch::Contains("\nblas_kernels OpenBLAS Haswell\n"));
+  std::ostringstream report;
+  CHECK(run_compare({dir + "/haswell", dir + "/prescott"}, report, report) == 1);
+  CHECK_THAT(report.str(),
+             Catch::Contains("blas_kernels: A OpenBLAS Haswell | B OpenBLAS Prescott"));
 }
 
 TEST_CASE("determinism: the op name is read from libtorch's message", "[determinism]") {

@@ -20,7 +20,7 @@ const std::string kTinyRun =
     "--model.flavor tiny --training.seq_len 32 --training.local_batch_size 2 --training.steps 4 "
     "--training.device cpu --debug.deterministic --metrics.log_freq 2 --debug.fingerprint_freq 2 ";
 
-constexpr size_t kHeaderLines = 12;
+constexpr size_t kHeaderLines = 13;
 
 std::string run_and_read_fingerprint(const std::string& args, const std::string& dir) {
   auto r = test::run_titan(kTinyRun + args + " --job.dump_folder " + dir);

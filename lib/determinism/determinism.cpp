@@ -215,7 +215,7 @@ std::string format_determinism_block(const DeterminismRecord& r, const std::stri
                                        : std::string("n/a (libtorch < 2.2)"));
   out += line("cpu_threads", fmt::format("{} (OpenBLAS {})", r.cpu_threads,
                                          r.blas_threads_set ? "matched" : "not OpenBLAS"));
-  if (!r.blas_kernels.empty()) out += line("blas_kernels", "OpenBLAS " + r.blas_kernels);
+  if (!r.blas_kernels.core.empty()) out += line("blas_kernels", r.blas_kernels.description());
   out += line("device", device);
   out += line("world_size", fmt::format("{} (rank {})", r.world_size, r.rank));
   if (r.deterministic)

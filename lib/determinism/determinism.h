@@ -11,6 +11,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "util/blas_threads.h"
 
 namespace titan {
 
@@ -27,7 +28,7 @@ struct DeterminismRecord {
   std::optional<bool> fill_uninitialized_memory;  // libtorch >= 2.2; left at PyTorch's default
   int64_t cpu_threads = 0;
   bool blas_threads_set = false;  // OpenBLAS pool sized too
-  std::string blas_kernels;       // util/blas_threads.h openblas_kernels(); "" when not OpenBLAS
+  BlasKernels blas_kernels;       // util/blas_threads.h
   int64_t rank = 0;
   int64_t world_size = 1;
 };

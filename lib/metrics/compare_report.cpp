@@ -182,7 +182,8 @@ std::string json_numerics(const NumericsComparison& n) {
 std::string format_comparison_text(const Comparison& c) {
   std::string out;
   out += fmt::format("A: {}\nB: {}\n", files_of(c.a), files_of(c.b));
-  if (c.header.empty()) out += "header: same versions, device, config hash, seed, flags, threads\n";
+  if (c.header.empty())
+    out += "header: same versions, device, config hash, seed, flags, threads, BLAS kernels\n";
   if (!c.header.empty()) out += "header differences (fingerprint.log):\n";
   for (const auto& h : c.header) out += fmt::format("  {}: A {} | B {}\n", h.key, h.a, h.b);
   if (!c.configs_compared) {

@@ -28,13 +28,20 @@ int blas_threads() {
   return get ? get() : 0;
 }
 
-std::string openblas_kernels() {
+BlasKernels openblas_kernels() {
   static auto core_name = openblas_function<char* (*)()>("openblas_get_corename");
   const char* core = core_name ? core_name() : nullptr;
-  if (core == nullptr) return "";
+  if (core == nullptr) return {};
   const char* requested = std::getenv("OPENBLAS_CORETYPE");
-  if (requested == nullptr) return std::string(core) + " (detected for this CPU)";
-  return std::string(core) + " (OPENBLAS_CORETYPE=" + requested + " in the environment)";
+  return {core, requested == nullptr
+                    ? std::string("detected for this CPU")
+                    : std::string("OPENBLAS_CORETYPE=") + requested + " in the environment"};
+}
+
+std::string BlasKernels::name() const { return core.empty() ? "not OpenBLAS" : "OpenBLAS " + core; }
+
+std::string BlasKernels::description() const {
+  return core.empty() ? "" : name() + " (" + origin + ")";
 }
 
 SingleThreadedBlasScope::SingleThreadedBlasScope() : previous_(blas_threads()) {
