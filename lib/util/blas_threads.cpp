@@ -40,9 +40,7 @@ BlasKernels openblas_kernels() {
 
 std::string BlasKernels::name() const { return core.empty() ? "not OpenBLAS" : "OpenBLAS " + core; }
 
-std::string BlasKernels::description() const {
-  return core.empty() ? "" : name() + " (" + origin + ")";
-}
+std::string BlasKernels::description() const { return name() + " (" + origin + ")"; }
 
 SingleThreadedBlasScope::SingleThreadedBlasScope() : previous_(blas_threads()) {
   if (previous_ > 1) set_blas_threads(1);

@@ -20,7 +20,7 @@ struct BlasKernels {
 
   // The kernels' identity, for fingerprint.log's header: "OpenBLAS Haswell", or "not OpenBLAS".
   std::string name() const;
-  // For the start-up log: "OpenBLAS Haswell (detected for this CPU)"; "" when not OpenBLAS.
+  // For the start-up log, when core is set: "OpenBLAS Haswell (detected for this CPU)".
   std::string description() const;
 };
 BlasKernels openblas_kernels();
