@@ -2,6 +2,7 @@
 // where outputs go; exact number formatting; a checksum that sees every bit.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "metrics/fingerprint.h"
+#include "model/attention_kernels.h"
 #include "test_util.h"
 #include "util/hash.h"
 
@@ -20,7 +22,7 @@ const std::string kTinyRun =
     "--model.flavor tiny --training.seq_len 32 --training.local_batch_size 2 --training.steps 4 "
     "--training.device cpu --debug.deterministic --metrics.log_freq 2 --debug.fingerprint_freq 2 ";
 
-constexpr size_t kHeaderLines = 13;
+constexpr size_t kHeaderLines = 14;
 
 std::string run_and_read_fingerprint(const std::string& args, const std::string& dir) {
   auto r = test::run_titan(kTinyRun + args + " --job.dump_folder " + dir);
@@ -53,6 +55,15 @@ TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-ide
   CHECK_THAT(a, Catch::Contains("\ncpu_threads ") && Catch::Contains("\nseed 11\n") &&
                     Catch::Contains("\ndeterministic true\n") &&
                     Catch::Contains("\nworld_size 1\n"));
+  // The tiny model's heads are 16 wide: the fused kernel where this CPU and libtorch take it.
+#if TORCH_VERSION_MAJOR >= 2
+  const std::string kernel = "torch_sdpa";
+#else
+  const std::string kernel =
+      attention_kernels::cpu_has_avx2_fma() ? "fused_avx2_fma" : "blocked_aten";
+#endif
+  CHECK_THAT(a, Catch::Contains("\nblas_kernels ") &&
+                    Catch::Contains("\nattention_kernel " + kernel + "\nworld_size"));
 }
 
 TEST_CASE("fingerprint: a different seed differs from step 1 on", "[fingerprint][cli]") {

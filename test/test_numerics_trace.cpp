@@ -50,7 +50,10 @@ TEST_CASE("numerics trace: a 1-ulp perturbation of layers.1 at step 2 is located
   Comparison c = compare_runs(dir + "/a", dir + "/b", std::nullopt);
   REQUIRE(c.first_difference);
   CHECK(c.first_difference->step == 2);
-  CHECK_THAT(c.first_difference->field, Catch::Equals("loss") || Catch::Equals("grad_norm"));
+  // One ulp in one block can round away in the mean loss and the norm; the step's parameter
+  // checksum is the field that always sees it.
+  CHECK_THAT(c.first_difference->field,
+             Catch::Equals("loss") || Catch::Equals("grad_norm") || Catch::Equals("params"));
   REQUIRE(c.numerics.step);
   CHECK(*c.numerics.step == 2);
   REQUIRE(c.numerics.forward);

@@ -40,6 +40,7 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
                      d.cublas_workspace_config.empty() ? "unset" : d.cublas_workspace_config);
   out += fmt::format("cpu_threads {}\n", d.cpu_threads);
   out += fmt::format("blas_kernels {}\n", d.blas_kernels.name());
+  out += fmt::format("attention_kernel {}\n", header.attention_kernel);
   out += fmt::format("world_size {}\n", d.world_size);
   return out;
 }

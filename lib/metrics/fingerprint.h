@@ -31,6 +31,9 @@ struct FingerprintHeader {
   std::string device_name;  // CPU model or GPU name
   uint64_t config_hash = 0;
   DeterminismRecord determinism;
+  // Which causal attention the model runs (model/causal_attention.h): kernels round differently,
+  // so two runs with different ones part from step 1.
+  std::string attention_kernel;
 };
 
 class FingerprintLog {

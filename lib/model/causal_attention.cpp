@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "model/attention_kernels.h"
 #include "util/blas_threads.h"
 
 namespace titan {
@@ -44,17 +45,21 @@ void for_each_head_range(int64_t heads, const Fn& fn) {
   });
 }
 
+// Runs compute() as one op "titan::causal_attention" for observers (profilers, the recompute
+// checker): they see its output instead of the thousands of per-head calls inside.
+template <typename Compute>
+at::Tensor observed_as_one_op(const Compute& compute) {
+  at::RecordFunction record(at::RecordScope::FUNCTION);
+  if (record.isActive()) record.before("titan::causal_attention");
+  at::Tensor out = compute();
+  if (record.isActive() && record.needsOutputs()) record.setOutputs(std::vector<c10::IValue>{out});
+  return out;
+}
+
 struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                                int64_t block) {
-    // Observers (profilers, the recompute checker) see one op with its output, instead of the
-    // thousands of per-head matmul and softmax calls inside.
-    at::RecordFunction record(at::RecordScope::FUNCTION);
-    if (record.isActive()) record.before("titan::causal_attention");
-    at::Tensor out = compute_forward(ctx, q, k, v, block);
-    if (record.isActive() && record.needsOutputs())
-      record.setOutputs(std::vector<c10::IValue>{out});
-    return {out};
+    return {observed_as_one_op([&] { return compute_forward(ctx, q, k, v, block); })};
   }
 
   static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -128,6 +133,80 @@ struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAt
   }
 };
 
+// A head of a (B, H, T, D) tensor whose last dim is contiguous, as the kernels' Rows.
+template <typename RowsType, typename Pointer>
+RowsType head_rows(Pointer data, const at::Tensor& t, int64_t head) {
+  const int64_t b = head / t.size(1), h = head % t.size(1);
+  return {data + b * t.stride(0) + h * t.stride(1), t.stride(2)};
+}
+
+// (B, H, T, D) view of a new tensor laid out (B, T, H, D): the layout the model's projections
+// read and write, so that neither the caller's transpose back nor the gradients' needs a copy.
+at::Tensor empty_heads_view(const at::Tensor& like) {
+  return at::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
+      .transpose(1, 2);
+}
+
+at::Tensor with_contiguous_rows(const at::Tensor& t) {
+  return t.stride(3) == 1 ? t : t.contiguous();
+}
+
+struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
+  static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v) {
+    return {observed_as_one_op([&] { return compute_forward(ctx, q, k, v); })};
+  }
+
+  static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v) {
+    namespace ak = attention_kernels;
+    const int64_t T = q.size(2), D = q.size(3), heads = q.size(0) * q.size(1);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    auto out = empty_heads_view(q);  // (B, H, T, D)
+    auto weights = at::empty({heads, ak::packed_row_offset(T)}, q.options());
+    auto inverse_sums = at::empty({heads, T}, q.options());
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+    float *out_p = out.data_ptr<float>(), *weights_p = weights.data_ptr<float>(),
+          *inverse_p = inverse_sums.data_ptr<float>();
+    for_each_head_range(heads, [&](int64_t first, int64_t count) {
+      std::vector<float> scratch(static_cast<size_t>(ak::forward_scratch_floats(T, D)));
+      for (int64_t h = first; h < first + count; ++h)
+        ak::forward_head(head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
+                         head_rows<ak::Rows>(vp, v, h), scale, T, D,
+                         head_rows<ak::MutableRows>(out_p, out, h), weights_p + h * weights.size(1),
+                         inverse_p + h * T, scratch.data());
+    });
+    ctx->save_for_backward({q, k, v, out, weights, inverse_sums});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    namespace ak = attention_kernels;
+    at::DisableRecordFunctionGuard unobserved;
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3];
+    const auto &weights = saved[4], &inverse_sums = saved[5];
+    const int64_t T = q.size(2), D = q.size(3), heads = q.size(0) * q.size(1);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    auto grad_out = with_contiguous_rows(grad_outputs[0]);  // (B, H, T, D)
+    auto dq = empty_heads_view(q), dk = empty_heads_view(k), dv = empty_heads_view(v);
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>(),
+                *op = out.data_ptr<float>(), *gp = grad_out.data_ptr<float>(),
+                *weights_p = weights.data_ptr<float>(), *inverse_p = inverse_sums.data_ptr<float>();
+    float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
+    for_each_head_range(heads, [&](int64_t first, int64_t count) {
+      std::vector<float> scratch(static_cast<size_t>(ak::backward_scratch_floats(T, D)));
+      for (int64_t h = first; h < first + count; ++h)
+        ak::backward_head(head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
+                          head_rows<ak::Rows>(vp, v, h), head_rows<ak::Rows>(op, out, h),
+                          head_rows<ak::Rows>(gp, grad_out, h), weights_p + h * weights.size(1),
+                          inverse_p + h * T, scale, T, D, head_rows<ak::MutableRows>(dqp, dq, h),
+                          head_rows<ak::MutableRows>(dkp, dk, h),
+                          head_rows<ak::MutableRows>(dvp, dv, h), scratch.data());
+    });
+    return {dq, dk, dv};
+  }
+};
+
 }  // namespace
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -135,12 +214,55 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   return BlockedCausalAttention::apply(q.contiguous(), k.contiguous(), v.contiguous(), block)[0];
 }
 
+AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device) {
+#if TORCH_VERSION_MAJOR >= 2
+  (void)head_dim, (void)dtype, (void)device;
+  return AttentionKernel::kTorchSdpa;
+#else
+  const bool fused = attention_kernels::cpu_has_avx2_fma() && device.is_cpu() &&
+                     dtype == at::kFloat && head_dim >= 8 && head_dim % 8 == 0;
+  return fused ? AttentionKernel::kFusedAvx2 : AttentionKernel::kBlockedAten;
+#endif
+}
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFusedAvx2:
+      return "fused_avx2_fma";
+    case AttentionKernel::kBlockedAten:
+      return "blocked_aten";
+    case AttentionKernel::kTorchSdpa:
+      return "torch_sdpa";
+  }
+  return "unknown";
+}
+
+at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(attention_kernels::cpu_has_avx2_fma() && q.device().is_cpu() &&
+                  q.scalar_type() == at::kFloat && q.dim() == 4 && q.size(2) >= 1 &&
+                  q.size(3) >= 8 && q.size(3) % 8 == 0 && k.sizes() == q.sizes() &&
+                  v.sizes() == q.sizes() && k.scalar_type() == at::kFloat &&
+                  v.scalar_type() == at::kFloat && k.device().is_cpu() && v.device().is_cpu(),
+              "fused_causal_attention: needs an AVX2+FMA CPU and float (B, H, T, D) CPU inputs of "
+              "one shape, with D a multiple of 8");
+  return FusedCausalAttention::apply(with_contiguous_rows(q), with_contiguous_rows(k),
+                                     with_contiguous_rows(v))[0];
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  switch (attention_kernel_for(q.size(3), q.scalar_type(), q.device())) {
+    case AttentionKernel::kFusedAvx2:
+      return fused_causal_attention(q, k, v);
+    case AttentionKernel::kBlockedAten:
+      return blocked_causal_attention(q, k, v);
+    case AttentionKernel::kTorchSdpa:
+      break;
+  }
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                           /*is_causal=*/true);
 #else
-  return blocked_causal_attention(q, k, v);
+  TORCH_CHECK(false, "causal_attention: scaled_dot_product_attention needs libtorch 2");
 #endif
 }
 

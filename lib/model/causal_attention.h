@@ -12,6 +12,16 @@
 
 namespace titan {
 
+// Which implementation causal_attention runs. They agree to float rounding, not bitwise.
+enum class AttentionKernel {
+  kFusedAvx2,    // attention_kernels.h: libtorch 1.13, float, an AVX2+FMA CPU, D a multiple of 8
+  kBlockedAten,  // blocked_causal_attention: libtorch 1.13 otherwise
+  kTorchSdpa,    // at::scaled_dot_product_attention: libtorch 2.x
+};
+AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device);
+// For logs and fingerprint.log's header: "fused_avx2_fma", "blocked_aten", "torch_sdpa".
+const char* attention_kernel_name(AttentionKernel kernel);
+
 // q: (B, H, T, D), k and v: (B, H, T, D) with the kv heads already repeated to H.
 // Returns (B, H, T, D): softmax(q k^T / sqrt(D) + causal mask) v. Differentiable.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
@@ -20,5 +30,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // naive formula). `block` is the query block length.
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     int64_t block = 128);
+
+// The kFusedAvx2 implementation (tests compare it with the others). Requires what
+// attention_kernel_for checks for kFusedAvx2, and q, k, v of one shape; throws otherwise.
+// Its output and gradients are (B, H, T, D) views of tensors laid out (B, T, H, D).
+at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 }  // namespace titan

@@ -13,6 +13,7 @@
 #include "determinism/determinism.h"
 #include "distributed/process_group.h"
 #include "metrics/device_stats.h"
+#include "model/causal_attention.h"
 #include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -136,6 +137,10 @@ void Trainer::log_start() const {
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config_.model.name,
                      to_string(config_.model.flavor), with_thousands(args_.num_params()),
                      with_thousands(args_.num_params() - args_.num_embedding_params()));
+  log << fmt::format(
+      "[titan] attention kernel {} (head_dim {})\n",
+      attention_kernel_name(attention_kernel_for(args_.head_dim(), at::kFloat, ctx_.device)),
+      args_.head_dim());
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
                      d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
                      d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");

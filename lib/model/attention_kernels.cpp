@@ -1,0 +1,29 @@
+// The parts of attention_kernels.h that run before the CPU check, so built for the baseline ISA.
+#include "model/attention_kernels.h"
+
+namespace titan::attention_kernels {
+
+bool cpu_has_avx2_fma() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+int64_t packed_row_offset(int64_t row) {
+  // Row r holds 16 * ceil((r + 1) / 16) floats. With row = 16a + b (b < 16), the rows before it
+  // hold 16 * (8a(a + 1) + b(a + 1)) floats.
+  const int64_t a = row / 16, b = row % 16;
+  return 16 * (a + 1) * (8 * a + b);
+}
+
+int64_t key_width(int64_t T) { return (T + 15) / 16 * 16; }
+
+int64_t forward_scratch_floats(int64_t T, int64_t D) {
+  return (D + kRowGroup) * key_width(T);  // k transposed, then one group's scores
+}
+
+int64_t backward_scratch_floats(int64_t T, int64_t D) {
+  // v transposed, a panel's probabilities and scores' gradient, the dk and dv sums
+  return D * key_width(T) + 2 * kPanelRows * key_width(T) + 2 * key_width(T) * D;
+}
+
+}  // namespace titan::attention_kernels
