@@ -4,8 +4,12 @@
 namespace titan::attention_kernels {
 
 bool cpu_has_avx2_fma() {
+#if defined(__x86_64__)
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
+#else
+  return false;
+#endif
 }
 
 int64_t packed_row_offset(int64_t row) {

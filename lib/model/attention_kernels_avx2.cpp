@@ -1,9 +1,10 @@
-// Compiled with -mavx2 -mfma (lib/CMakeLists.txt). Everything but the header's entry points has
-// internal linkage, and only <immintrin.h> is included, so no AVX2 copy of a shared inline
-// function can leak into the rest of the program.
-#include <immintrin.h>
-
+// Compiled with -mavx2 -mfma on x86-64 (lib/CMakeLists.txt). Everything but the header's entry
+// points has internal linkage, and only <immintrin.h> is included, so no AVX2 copy of a shared
+// inline function can leak into the rest of the program.
 #include "model/attention_kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
 
 namespace titan::attention_kernels {
 namespace {
@@ -340,3 +341,21 @@ void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float*
 }
 
 }  // namespace titan::attention_kernels
+
+#else  // not built for AVX2 (not x86-64): cpu_has_avx2_fma() is false, so these are never called
+
+#include <cstdlib>
+
+namespace titan::attention_kernels {
+
+void forward_head(Rows, Rows, Rows, float, int64_t, int64_t, MutableRows, float*, float*, float*) {
+  std::abort();
+}
+
+void backward_head(Rows, Rows, Rows, Rows, Rows, const float*, const float*, float, int64_t,
+                   int64_t, MutableRows, MutableRows, MutableRows, float*) {
+  std::abort();
+}
+
+}  // namespace titan::attention_kernels
+#endif
