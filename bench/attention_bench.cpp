@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     if (round == 0) {
       std::string diffs;
       for (size_t i = 0; i < fused.results.size(); ++i)
-        diffs += fmt::format(" {:.3g}", (fused.results[i] - aten.results[i]).abs().max().item<float>());
+        diffs +=
+            fmt::format(" {:.3g}", (fused.results[i] - aten.results[i]).abs().max().item<float>());
       std::cout << "max_abs_diff" << diffs << "\n";
       continue;
     }

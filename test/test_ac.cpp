@@ -3,6 +3,7 @@
 // should: RNG not replayed (bitwise only), a recompute that changes a shape (default), with the
 // debug trace written and the divergent line marked.
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <sstream>
@@ -11,10 +12,12 @@
 #include "ac/checkpoint.h"
 #include "ac/recompute_check.h"
 #include "catch_torch.h"
+#include "model/causal_attention.h"
 #include "model/llama.h"
 #include "test_util.h"
 #include "train/step.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 using namespace titan;
 
@@ -201,4 +204,29 @@ TEST_CASE("ac: first_difference finds the first op that differs, and length diff
   b.ops[0].outputs[0].checksum = 1;
   CHECK_FALSE(ac::first_difference(a, b, false).has_value());  // default ignores values
   CHECK(ac::first_difference(a, b, true) == 0u);               // bitwise does not
+}
+
+TEST_CASE("ac: the bitwise trace hashes causal attention's output as one op", "[ac]") {
+  torch::manual_seed(0);
+  // (B, T, H, D) projections seen as (B, H, T, D), as the model passes them.
+  auto make = [] { return at::randn({2, 40, 4, 16}).transpose(1, 2); };
+  auto q = make(), k = make(), v = make();
+  ac::OpTrace trace;
+  trace.checksums = true;
+  at::Tensor out;
+  {
+    ac::TraceRecorder recorder(trace);
+    out = causal_attention(q, k, v);
+  }
+  const ac::OpRecord* attention = nullptr;
+  for (const auto& op : trace.ops)
+    if (std::string(op.name) == "titan::causal_attention") attention = &op;
+#if TORCH_VERSION_MAJOR >= 2
+  (void)attention;  // libtorch 2.x runs scaled_dot_product_attention, recorded as ATen's ops
+#else
+  REQUIRE(attention != nullptr);
+  REQUIRE(attention->outputs.size() == 1);
+  CHECK(attention->outputs[0].hashed);
+  CHECK(attention->outputs[0].checksum == tensor_checksum(out));
+#endif
 }

@@ -141,8 +141,8 @@ RowsType head_rows(Pointer data, const at::Tensor& t, int64_t head) {
   return {data + b * t.stride(0) + h * t.stride(1), t.stride(2)};
 }
 
-// (B, H, T, D) view of a new tensor laid out (B, T, H, D): the layout the model's projections
-// read and write, so that neither the caller's transpose back nor the gradients' needs a copy.
+// (B, H, T, D) view of a new tensor laid out (B, T, H, D): the layout of the projections' outputs
+// that q, k and v are views of, so that the gradients flow back to them without a copy.
 at::Tensor empty_heads_view(const at::Tensor& like) {
   return at::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
       .transpose(1, 2);
@@ -196,7 +196,9 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
     namespace ak = attention_kernels;
     const int64_t T = q.size(2), D = q.size(3), heads = q.size(0) * q.size(1);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    auto out = empty_heads_view(q);  // (B, H, T, D)
+    // Contiguous, unlike the gradients: the recompute checker hashes only contiguous op outputs,
+    // and this op's output is the one it should name when attention's bits differ.
+    auto out = at::empty(q.sizes(), q.options());  // (B, H, T, D)
     auto inverse_sums = at::empty({heads, T}, q.options());
     HeadBlocks weights(heads, ak::packed_row_offset(T), q.options());
     const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();

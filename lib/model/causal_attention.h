@@ -33,7 +33,7 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 
 // The kFusedAvx2 implementation (tests compare it with the others). Requires what
 // attention_kernel_for checks for kFusedAvx2, and q, k, v of one shape; throws otherwise.
-// Its output and gradients are (B, H, T, D) views of tensors laid out (B, T, H, D).
+// Its output is contiguous; its gradients are (B, H, T, D) views of tensors laid out (B, T, H, D).
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 }  // namespace titan
