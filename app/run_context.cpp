@@ -13,6 +13,8 @@
 #include "metrics/device_stats.h"
 #include "model/causal_attention.h"
 #include "model/model_args.h"
+#include "model/rmsnorm.h"
+#include "model/swiglu.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/strings.h"
@@ -130,10 +132,15 @@ void open_output_sinks(RunContext& c) {
     write_file_atomically(folder + "/config.toml", to_toml(c.config));
     c.metrics = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", c.resume_step);
   }
-  const int64_t head_dim = model_args_for_flavor(c.config.model.flavor).head_dim();
+  const ModelArgs args = model_args_for_flavor(c.config.model.flavor);
   FingerprintHeader header{
-      c.device.is_cuda() ? "cuda" : "cpu", hardware_name(c.device), config_hash(c.config),
-      c.determinism, attention_kernel_name(attention_kernel_for(head_dim, at::kFloat, c.device))};
+      c.device.is_cuda() ? "cuda" : "cpu",
+      hardware_name(c.device),
+      config_hash(c.config),
+      c.determinism,
+      attention_kernel_name(attention_kernel_for(args.head_dim(), at::kFloat, c.device)),
+      swiglu_kernel_name(swiglu_kernel_for(at::kFloat, c.device)),
+      rms_norm_kernel_name(rms_norm_kernel_for(args.dim, at::kFloat, c.device))};
   c.fingerprint = std::make_unique<FingerprintLog>(
       folder + "/" + rank_file_name("fingerprint.log", rank), header, c.resume_step);
 }

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   }
   const int64_t heads = std::atoll(argv[1]), T = std::atoll(argv[2]), D = std::atoll(argv[3]);
   const int rounds = std::atoi(argv[4]), threads = std::atoi(argv[5]);
-  if (!attention_kernels::cpu_has_avx2_fma() || D % 8 != 0) {
+  if (!cpu_has_avx2_fma() || D % 8 != 0) {
     std::cerr << "titan-bench-attention: the fused kernel needs an AVX2+FMA CPU and D % 8 == 0\n";
     return 2;
   }

@@ -14,6 +14,8 @@
 #include "catch_torch.h"
 #include "model/causal_attention.h"
 #include "model/llama.h"
+#include "model/rmsnorm.h"
+#include "model/swiglu.h"
 #include "test_util.h"
 #include "train/step.h"
 #include "util/error.h"
@@ -229,4 +231,31 @@ TEST_CASE("ac: the bitwise trace hashes causal attention's output as one op", "[
   CHECK(attention->outputs[0].hashed);
   CHECK(attention->outputs[0].checksum == tensor_checksum(out));
 #endif
+}
+
+TEST_CASE(
+    "ac: the bitwise trace hashes the fused SwiGLU's and RMSNorm's outputs as one op each and "
+    "none inside them",
+    "[ac]") {
+  if (swiglu_kernel_for(at::kFloat, at::kCPU) != SwigluKernel::kFusedAvx2)
+    TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto a = at::randn({2, 40, 24}), b = at::randn({2, 40, 24}), weight = at::randn({24});
+  ac::OpTrace trace;
+  trace.checksums = true;
+  at::Tensor gate, normed;
+  {
+    ac::TraceRecorder recorder(trace);
+    gate = swiglu(a, b);
+    normed = rms_norm(a, weight, 1e-5);
+  }
+  REQUIRE(trace.ops.size() == 2);
+  CHECK(std::string(trace.ops[0].name) == "titan::swiglu");
+  CHECK(std::string(trace.ops[1].name) == "titan::rms_norm");
+  const at::Tensor* outputs[] = {&gate, &normed};
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(trace.ops[i].outputs.size() == 1);
+    CHECK(trace.ops[i].outputs[0].hashed);
+    CHECK(trace.ops[i].outputs[0].checksum == tensor_checksum(*outputs[i]));
+  }
 }

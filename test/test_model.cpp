@@ -1,5 +1,6 @@
 // Model: shapes and parameter counts, RoPE against hand-computed values, GQA head mapping,
-// the blocked causal attention against the naive formula, and causality.
+// the blocked and fused causal attention against the naive formula, the fused SwiGLU and RMSNorm
+// against ATen, and causality.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -8,6 +9,8 @@
 #include "model/attention_kernels.h"
 #include "model/causal_attention.h"
 #include "model/llama.h"
+#include "model/rmsnorm.h"
+#include "model/swiglu.h"
 #include "util/blas_threads.h"
 
 using namespace titan;
@@ -134,7 +137,7 @@ TEST_CASE("model: blocked causal attention is bitwise the same on 1 and 2 intra-
 
 TEST_CASE("model: fused causal attention equals the naive formula, values and gradients",
           "[model]") {
-  if (!attention_kernels::cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   torch::manual_seed(0);
   for (int64_t D : {8, 16, 24, 64}) {
     for (int64_t T : {1, 3, 8, 17, 37, 130}) {
@@ -158,7 +161,7 @@ TEST_CASE("model: fused causal attention equals the naive formula, values and gr
 
 TEST_CASE("model: fused causal attention is as close to a float64 reference as ATen's float32",
           "[model]") {
-  if (!attention_kernels::cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   torch::manual_seed(3);
   // Scores spread over about +-20, so that exp's whole range is used.
   auto q = (3 * at::randn({2, 4, 200, 16})).requires_grad_(), k = at::randn({2, 4, 200, 16}),
@@ -183,7 +186,7 @@ TEST_CASE(
     "model: fused causal attention reads strided heads and is bitwise the same on 1 and 2 "
     "intra-op threads",
     "[model]") {
-  if (!attention_kernels::cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   torch::manual_seed(0);
   // (B, T, H, D) tensors seen as (B, H, T, D), as the model passes them.
   auto make = [] { return at::randn({2, 301, 4, 16}).transpose(1, 2).requires_grad_(); };
@@ -222,4 +225,143 @@ TEST_CASE("model: logits at position t do not depend on tokens after t", "[model
   CHECK(at::equal(a.narrow(1, 0, 20), b.narrow(1, 0, 20)));
   CHECK_FALSE(at::equal(a.narrow(1, 20, 12), b.narrow(1, 20, 12)));
   CHECK(a.sizes() == at::IntArrayRef({1, 32, args.vocab_size}));
+}
+
+// Inputs for SwiGLU tests: normal values, with the extremes where sigmoid saturates or exp clamps.
+at::Tensor swiglu_input(int64_t n) {
+  auto x = 4 * at::randn({n});
+  const float extremes[] = {0.0f, -0.0f, 1e-30f, -100.0f, 100.0f, -90.0f, 89.0f, 20.0f, -20.0f};
+  for (int64_t i = 0; i < n && i < 9; ++i) x[i] = extremes[i];
+  return x;
+}
+
+TEST_CASE("model: fused SwiGLU equals ATen's silu(a) * b, values and gradients", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  for (int64_t n : {1, 7, 8, 9, 23, 1000, 70001}) {  // tails of every length; 70001 spans tasks
+    INFO("n=" << n);
+    auto a = swiglu_input(n).requires_grad_(), b = at::randn({n}).requires_grad_();
+    auto grad = at::randn({n});
+    auto expected = at::silu(a) * b;
+    auto expected_grads = torch::autograd::grad({expected}, {a, b}, {grad});
+    auto got = fused_swiglu(a, b);
+    auto got_grads = torch::autograd::grad({got}, {a, b}, {grad});
+    CHECK(at::allclose(got, expected, 1e-6, 1e-6));
+    CHECK(at::allclose(got_grads[0], expected_grads[0], 1e-5, 1e-6));
+    CHECK(at::allclose(got_grads[1], expected_grads[1], 1e-6, 1e-6));
+  }
+}
+
+TEST_CASE("model: fused SwiGLU is as close to a float64 reference as ATen's float32", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(5);
+  auto a = swiglu_input(50000).requires_grad_(), b = at::randn({50000});
+  auto grad = at::randn({50000});
+  auto reference = at::silu(a.to(at::kDouble)) * b.to(at::kDouble);
+  auto reference_da = torch::autograd::grad({reference}, {a}, {grad.to(at::kDouble)})[0];
+  // Relative to the reference's magnitude, so that large and small elements count alike; below
+  // 1e-6 absolute, since where exp clamps (a < -87.3) silu is about 1e-36 instead of smaller.
+  auto error = [](const at::Tensor& got, const at::Tensor& want) {
+    return ((got.to(at::kDouble) - want).abs() / (want.abs() + 1e-6)).max().item<double>();
+  };
+  auto measure = [&](const at::Tensor& out) {
+    auto da = torch::autograd::grad({out}, {a}, {grad})[0];
+    return std::make_pair(error(out, reference), error(da, reference_da));
+  };
+  auto [aten_out, aten_da] = measure(at::silu(a) * b);
+  auto [fused_out, fused_da] = measure(fused_swiglu(a, b));
+  INFO("max relative error against float64: ATen out "
+       << aten_out << " da " << aten_da << ", fused out " << fused_out << " da " << fused_da);
+  CHECK(fused_out <= 2 * aten_out);
+  CHECK(fused_da <= 2 * aten_da);
+}
+
+TEST_CASE("model: fused SwiGLU is bitwise the same on 1 and 2 intra-op threads", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto a = at::randn({4, 300, 211}).requires_grad_(), b = at::randn({4, 300, 211}).requires_grad_();
+  auto grad = at::randn({4, 300, 211});
+  auto run = [&](int threads) {
+    const int previous = at::get_num_threads();
+    at::set_num_threads(threads);
+    auto out = fused_swiglu(a, b);
+    auto grads = torch::autograd::grad({out}, {a, b}, {grad});
+    at::set_num_threads(previous);
+    return std::vector<at::Tensor>{out, grads[0], grads[1]};
+  };
+  auto one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("output " << i << " (0 = out, then da, db)");
+    CHECK(at::equal(one[i], two[i]));
+  }
+}
+
+at::Tensor aten_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+TEST_CASE("model: fused RMSNorm equals ATen's formula, values and gradients", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  for (int64_t C : {8, 24, 256}) {
+    for (int64_t rows : {1, 5, 64, 65, 300}) {  // one weight chunk, several, and a partial one
+      INFO("rows=" << rows << " C=" << C);
+      auto x = (3 * at::randn({rows, C})).requires_grad_();
+      auto weight = (1 + 0.1 * at::randn({C})).requires_grad_();
+      auto grad = at::randn({rows, C});
+      auto expected = aten_rms_norm(x, weight, 1e-5);
+      auto expected_grads = torch::autograd::grad({expected}, {x, weight}, {grad});
+      auto got = fused_rms_norm(x, weight, 1e-5);
+      auto got_grads = torch::autograd::grad({got}, {x, weight}, {grad});
+      CHECK(at::allclose(got, expected, 1e-5, 1e-6));
+      CHECK(at::allclose(got_grads[0], expected_grads[0], 1e-4, 1e-5));
+      CHECK(at::allclose(got_grads[1], expected_grads[1], 1e-4, 1e-5));
+    }
+  }
+}
+
+TEST_CASE("model: fused RMSNorm is as close to a float64 reference as ATen's float32", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(6);
+  auto x = (3 * at::randn({2048, 256})).requires_grad_();
+  auto weight = (1 + 0.1 * at::randn({256})).requires_grad_();
+  auto grad = at::randn({2048, 256});
+  auto reference = aten_rms_norm(x.to(at::kDouble), weight.to(at::kDouble), 1e-5);
+  auto reference_grads = torch::autograd::grad({reference}, {x, weight}, {grad.to(at::kDouble)});
+  auto error = [](const at::Tensor& got, const at::Tensor& want) {
+    return (got.to(at::kDouble) - want).abs().max().item<double>();
+  };
+  auto measure = [&](const at::Tensor& out) {
+    auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
+    return std::vector<double>{error(out, reference), error(grads[0], reference_grads[0]),
+                               error(grads[1], reference_grads[1])};
+  };
+  auto aten = measure(aten_rms_norm(x, weight, 1e-5));
+  auto fused = measure(fused_rms_norm(x, weight, 1e-5));
+  for (size_t i = 0; i < aten.size(); ++i) {
+    INFO("output " << i << " (0 = y, then dx, dw): max error against float64: ATen " << aten[i]
+                   << ", fused " << fused[i]);
+    CHECK(fused[i] <= 2 * aten[i]);
+  }
+}
+
+TEST_CASE("model: fused RMSNorm is bitwise the same on 1 and 2 intra-op threads", "[model]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto x = at::randn({4, 333, 256}).requires_grad_();
+  auto weight = at::randn({256}).requires_grad_();
+  auto grad = at::randn({4, 333, 256});
+  auto run = [&](int threads) {
+    const int previous = at::get_num_threads();
+    at::set_num_threads(threads);
+    auto out = fused_rms_norm(x, weight, 1e-5);
+    auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
+    at::set_num_threads(previous);
+    return std::vector<at::Tensor>{out, grads[0], grads[1]};
+  };
+  auto one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("output " << i << " (0 = y, then dx, dw)");
+    CHECK(at::equal(one[i], two[i]));
+  }
 }

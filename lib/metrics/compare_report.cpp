@@ -184,8 +184,8 @@ std::string format_comparison_text(const Comparison& c) {
   out += fmt::format("A: {}\nB: {}\n", files_of(c.a), files_of(c.b));
   if (c.header.empty())
     out +=
-        "header: same versions, device, config hash, seed, flags, threads, BLAS and attention "
-        "kernels\n";
+        "header: same versions, device, config hash, seed, flags, threads, BLAS, attention, "
+        "SwiGLU and RMSNorm kernels\n";
   else
     out += "header differences (fingerprint.log):\n";
   for (const auto& h : c.header) out += fmt::format("  {}: A {} | B {}\n", h.key, h.a, h.b);

@@ -41,6 +41,8 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   out += fmt::format("cpu_threads {}\n", d.cpu_threads);
   out += fmt::format("blas_kernels {}\n", d.blas_kernels.name());
   out += fmt::format("attention_kernel {}\n", header.attention_kernel);
+  out += fmt::format("swiglu_kernel {}\n", header.swiglu_kernel);
+  out += fmt::format("rms_norm_kernel {}\n", header.rms_norm_kernel);
   out += fmt::format("world_size {}\n", d.world_size);
   return out;
 }

@@ -34,6 +34,9 @@ struct FingerprintHeader {
   // Which causal attention the model runs (model/causal_attention.h): kernels round differently,
   // so two runs with different ones part from step 1.
   std::string attention_kernel;
+  // Likewise, which SwiGLU gate (model/swiglu.h) and RMSNorm (model/rmsnorm.h) it runs.
+  std::string swiglu_kernel;
+  std::string rms_norm_kernel;
 };
 
 class FingerprintLog {

@@ -3,15 +3,6 @@
 
 namespace titan::attention_kernels {
 
-bool cpu_has_avx2_fma() {
-#if defined(__x86_64__)
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return supported;
-#else
-  return false;
-#endif
-}
-
 int64_t packed_row_offset(int64_t row) {
   // Row r holds 16 * ceil((r + 1) / 16) floats. With row = 16a + b (b < 16), the rows before it
   // hold 16 * (8a(a + 1) + b(a + 1)) floats.

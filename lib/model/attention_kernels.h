@@ -18,10 +18,9 @@
 
 #include <cstdint>
 
-namespace titan::attention_kernels {
+#include "model/cpu_features.h"
 
-// True when this CPU has AVX2 and FMA.
-bool cpu_has_avx2_fma();
+namespace titan::attention_kernels {
 
 // The forward saves, per head, each query row's unnormalized weights exp(score - row max), and the
 // inverse of their sum (the probabilities are weight * inverse). The weights are packed by row:

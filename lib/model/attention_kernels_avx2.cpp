@@ -1,15 +1,19 @@
 // Compiled with -mavx2 -mfma on x86-64 (lib/CMakeLists.txt). Everything but the header's entry
-// points has internal linkage, and only <immintrin.h> is included, so no AVX2 copy of a shared
-// inline function can leak into the rest of the program.
+// points has internal linkage, and only <immintrin.h> and avx2_math.h (internal linkage too) are
+// included, so no AVX2 copy of a shared inline function can leak into the rest of the program.
 #include "model/attention_kernels.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "model/avx2_math.h"
+
 namespace titan::attention_kernels {
 namespace {
 
 constexpr int kLanes = 8;  // floats in a __m256
+
+using avx2::exp_ps;
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
@@ -32,27 +36,6 @@ float horizontal_max(__m256 x) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-// e^x to about 2 ulp (Cephes' expf polynomial). x is clamped so that 2^n stays a normal float:
-// below about -87.3 the result is about 1e-38 instead of smaller, which a softmax cannot tell.
-__m256 exp_ps(__m256 x) {
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // x - n ln2, in two parts
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i two_n = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);  // 2^n as float bits
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(two_n));
 }
 
 // bt (D, width) = the first n rows of m, transposed; columns [n, width) are zero.

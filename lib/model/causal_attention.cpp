@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/attention_kernels.h"
+#include "model/observed_op.h"
 #include "util/blas_threads.h"
 
 namespace titan {
@@ -46,21 +47,14 @@ void for_each_head_range(int64_t heads, const Fn& fn) {
   });
 }
 
-// Runs compute() as one op "titan::causal_attention" for observers (profilers, the recompute
-// checker): they see its output instead of the thousands of per-head calls inside.
-template <typename Compute>
-at::Tensor observed_as_one_op(const Compute& compute) {
-  at::RecordFunction record(at::RecordScope::FUNCTION);
-  if (record.isActive()) record.before("titan::causal_attention");
-  at::Tensor out = compute();
-  if (record.isActive() && record.needsOutputs()) record.setOutputs(std::vector<c10::IValue>{out});
-  return out;
-}
+// Observers (profilers, the recompute checker) see each kernel as this one op, not the thousands
+// of per-head calls inside.
+constexpr const char* kOpName = "titan::causal_attention";
 
 struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                                int64_t block) {
-    return {observed_as_one_op([&] { return compute_forward(ctx, q, k, v, block); })};
+    return {observed_as_one_op(kOpName, [&] { return compute_forward(ctx, q, k, v, block); })};
   }
 
   static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -188,7 +182,7 @@ class HeadBlocks {
 
 struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v) {
-    return {observed_as_one_op([&] { return compute_forward(ctx, q, k, v); })};
+    return {observed_as_one_op(kOpName, [&] { return compute_forward(ctx, q, k, v); })};
   }
 
   static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -246,6 +240,13 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
   }
 };
 
+// What the fused kernel can run: the one test behind attention_kernel_for's choice and
+// fused_causal_attention's check.
+bool fused_kernel_applies(int64_t head_dim, at::ScalarType dtype, at::Device device) {
+  return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat && head_dim >= 8 &&
+         head_dim % 8 == 0;
+}
+
 }  // namespace
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -258,9 +259,8 @@ AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at:
   (void)head_dim, (void)dtype, (void)device;
   return AttentionKernel::kTorchSdpa;
 #else
-  const bool fused = attention_kernels::cpu_has_avx2_fma() && device.is_cpu() &&
-                     dtype == at::kFloat && head_dim >= 8 && head_dim % 8 == 0;
-  return fused ? AttentionKernel::kFusedAvx2 : AttentionKernel::kBlockedAten;
+  return fused_kernel_applies(head_dim, dtype, device) ? AttentionKernel::kFusedAvx2
+                                                       : AttentionKernel::kBlockedAten;
 #endif
 }
 
@@ -277,11 +277,11 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  TORCH_CHECK(attention_kernels::cpu_has_avx2_fma() && q.device().is_cpu() &&
-                  q.scalar_type() == at::kFloat && q.dim() == 4 && q.size(2) >= 1 &&
-                  q.size(3) >= 8 && q.size(3) % 8 == 0 && k.sizes() == q.sizes() &&
-                  v.sizes() == q.sizes() && k.scalar_type() == at::kFloat &&
-                  v.scalar_type() == at::kFloat && k.device().is_cpu() && v.device().is_cpu(),
+  TORCH_CHECK(q.dim() == 4 && q.size(2) >= 1 &&
+                  fused_kernel_applies(q.size(3), q.scalar_type(), q.device()) &&
+                  k.sizes() == q.sizes() && v.sizes() == q.sizes() &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                  k.device() == q.device() && v.device() == q.device(),
               "fused_causal_attention: needs an AVX2+FMA CPU and float (B, H, T, D) CPU inputs of "
               "one shape, with D a multiple of 8");
   return FusedCausalAttention::apply(with_contiguous_rows(q), with_contiguous_rows(k),

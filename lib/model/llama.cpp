@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "model/causal_attention.h"
+#include "model/rmsnorm.h"
+#include "model/swiglu.h"
 
 namespace titan {
 
@@ -14,11 +16,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", at::ones({dim}));
 }
 
-at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
-  auto xf = x.to(at::kFloat);
-  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return normed.to(x.scalar_type()) * weight;
-}
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps_); }
 
 // ---- RoPE ------------------------------------------------------------------------------------
 
@@ -101,7 +99,7 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim) {
   w3 = register_module("w3", linear(dim, hidden_dim));
 }
 
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x) { return w2(at::silu(w1(x)) * w3(x)); }
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x) { return w2(swiglu(w1(x), w3(x))); }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
     : layer_id_(layer_id), dropout_(args.dropout) {

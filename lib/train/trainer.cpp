@@ -14,6 +14,8 @@
 #include "distributed/process_group.h"
 #include "metrics/device_stats.h"
 #include "model/causal_attention.h"
+#include "model/rmsnorm.h"
+#include "model/swiglu.h"
 #include "train/memory_check.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -138,9 +140,10 @@ void Trainer::log_start() const {
                      to_string(config_.model.flavor), with_thousands(args_.num_params()),
                      with_thousands(args_.num_params() - args_.num_embedding_params()));
   log << fmt::format(
-      "[titan] attention kernel {} (head_dim {})\n",
+      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}\n",
       attention_kernel_name(attention_kernel_for(args_.head_dim(), at::kFloat, ctx_.device)),
-      args_.head_dim());
+      args_.head_dim(), swiglu_kernel_name(swiglu_kernel_for(at::kFloat, ctx_.device)),
+      rms_norm_kernel_name(rms_norm_kernel_for(args_.dim, at::kFloat, ctx_.device)));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
                      d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
                      d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");

@@ -1,0 +1,124 @@
+#include "model/rmsnorm.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/autograd.h>
+
+#include <vector>
+
+#include "model/observed_op.h"
+#include "model/rmsnorm_kernels.h"
+
+namespace titan {
+namespace {
+
+namespace rk = rmsnorm_kernels;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Rows per parallel task: a few hundred KB of the debug model's (tokens, 256) activations.
+constexpr int64_t kGrainRows = 128;
+
+bool fused_applies(int64_t dim, at::ScalarType dtype, at::Device device) {
+  return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat && dim >= 8 && dim % 8 == 0;
+}
+
+// The weight gradient: partial sums of fixed row chunks, computed in parallel, then added up in
+// chunk order, so that the result does not depend on the thread count.
+at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, int64_t rows,
+                           int64_t C, const at::TensorOptions& options) {
+  const int64_t chunks = (rows + rk::kWeightChunkRows - 1) / rk::kWeightChunkRows;
+  std::vector<float> parts(static_cast<size_t>(chunks * C));
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t first = k * rk::kWeightChunkRows;
+      const int64_t count = std::min(rk::kWeightChunkRows, rows - first);
+      rk::backward_weight_chunk(x + first * C, rstd + first, gy + first * C, count, C,
+                                parts.data() + k * C);
+    }
+  });
+  auto dw = at::zeros({C}, options);
+  float* dwp = dw.data_ptr<float>();
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t c = 0; c < C; ++c) dwp[c] += parts[static_cast<size_t>(k * C + c)];
+  return dw;
+}
+
+struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                               double eps) {
+    return {observed_as_one_op("titan::rms_norm", [&] {
+      at::DisableRecordFunctionGuard unobserved;
+      auto xc = x.contiguous(), wc = weight.contiguous();
+      const int64_t C = xc.size(-1), rows = xc.numel() / C;
+      auto y = at::empty(xc.sizes(), xc.options());
+      auto rstd = at::empty({rows}, xc.options());
+      const float *xp = xc.data_ptr<float>(), *wp = wc.data_ptr<float>();
+      float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
+      at::parallel_for(0, rows, kGrainRows, [&](int64_t begin, int64_t end) {
+        rk::forward(xp + begin * C, wp, static_cast<float>(eps), end - begin, C, yp + begin * C,
+                    rp + begin);
+      });
+      ctx->save_for_backward({xc, wc, rstd});
+      return y;
+    })};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    at::DisableRecordFunctionGuard unobserved;
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    auto gy = grad_outputs[0].contiguous();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    auto dx = at::empty(x.sizes(), x.options());
+    const float *xp = x.data_ptr<float>(), *wp = weight.data_ptr<float>(),
+                *rp = rstd.data_ptr<float>(), *gp = gy.data_ptr<float>();
+    float* dxp = dx.data_ptr<float>();
+    at::parallel_for(0, rows, kGrainRows, [&](int64_t begin, int64_t end) {
+      rk::backward_input(xp + begin * C, wp, rp + begin, gp + begin * C, end - begin, C,
+                         dxp + begin * C);
+    });
+    return {dx, weight_gradient(xp, rp, gp, rows, C, weight.options()), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device device) {
+  return fused_applies(dim, dtype, device) ? RmsNormKernel::kFusedAvx2 : RmsNormKernel::kAten;
+}
+
+const char* rms_norm_kernel_name(RmsNormKernel kernel) {
+  switch (kernel) {
+    case RmsNormKernel::kFusedAvx2:
+      return "fused_avx2_fma";
+    case RmsNormKernel::kAten:
+      return "aten";
+  }
+  return "unknown";
+}
+
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  TORCH_CHECK(x.dim() >= 1 && fused_applies(x.size(-1), x.scalar_type(), x.device()),
+              "fused_rms_norm: needs float CPU input with a last dim that is a multiple of 8, on "
+              "a CPU with AVX2 and FMA");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1) &&
+                  weight.scalar_type() == x.scalar_type() && weight.device() == x.device(),
+              "fused_rms_norm: weight must be (x's last dim) with x's dtype and device");
+  return FusedRmsNorm::apply(x, weight, eps)[0];
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  switch (rms_norm_kernel_for(x.size(-1), x.scalar_type(), x.device())) {
+    case RmsNormKernel::kFusedAvx2:
+      if (weight.scalar_type() == x.scalar_type()) return fused_rms_norm(x, weight, eps);
+      break;
+    case RmsNormKernel::kAten:
+      break;
+  }
+  auto xf = x.to(at::kFloat);
+  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+}  // namespace titan

@@ -1,0 +1,26 @@
+// RMSNorm: x / sqrt(mean(x^2, last dim) + eps) * weight, as Llama normalizes.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace titan {
+
+// Which implementation rms_norm runs. They agree to float rounding, not bitwise.
+enum class RmsNormKernel {
+  kFusedAvx2,  // rmsnorm_kernels.h: float on a CPU with AVX2+FMA, dim a multiple of 8
+  kAten,       // ATen's ops: any other dtype, device, CPU or dim
+};
+RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device device);
+// For logs and fingerprint.log's header: "fused_avx2_fma", "aten".
+const char* rms_norm_kernel_name(RmsNormKernel kernel);
+
+// Requires weight of shape (x's last dim). Differentiable in x and weight; the output has x's
+// dtype. Runs the kernel rms_norm_kernel_for picks.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The kFusedAvx2 implementation (tests compare it with ATen's). Throws unless
+// rms_norm_kernel_for picks kFusedAvx2 for x and weight has x's dtype, device and last dim.
+// Observers (the recompute checker's op trace, profilers) see it as one op, "titan::rms_norm".
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+}  // namespace titan

@@ -1,0 +1,38 @@
+// RMSNorm of float rows, hand-vectorized for x86-64 CPUs with AVX2 and FMA.
+//
+// Why: ATen's RMSNorm is five elementwise passes forward (pow, mean, add, rsqrt, two products)
+// and about twice as many backward, each over a (tokens, dim) tensor, at every norm of every
+// layer. These kernels make one pass over a row each way (two for the input gradient).
+//
+// Numerics: a row's sum of squares is 8 FMA chains over its columns in order, then added up in a
+// fixed order; the weight gradient adds rows up in fixed chunks of kWeightChunkRows, the chunks in
+// order. Nothing depends on the thread count; the results differ from ATen's in the last bits.
+//
+// The kernels' translation unit is compiled for AVX2: call nothing here before cpu_has_avx2_fma().
+#pragma once
+
+#include <cstdint>
+
+#include "model/cpu_features.h"
+
+namespace titan::rmsnorm_kernels {
+
+// Rows the weight gradient adds up per partial sum (see backward_weight_chunk).
+constexpr int64_t kWeightChunkRows = 64;
+
+// Requires cpu_has_avx2_fma(), C a positive multiple of 8. For rows [0, rows) of x (rows, C):
+// rstd[n] = 1 / sqrt(mean(x[n]^2) + eps) and y[n] = (x[n] * rstd[n]) * w.
+void forward(const float* x, const float* w, float eps, int64_t rows, int64_t C, float* y,
+             float* rstd);
+
+// Requires what forward does, its rstd, and gy (rows, C), the gradient of y. Writes dx (rows, C):
+// rstd * (gy w - x_hat * mean(gy w x_hat)), with x_hat = x * rstd.
+void backward_input(const float* x, const float* w, const float* rstd, const float* gy,
+                    int64_t rows, int64_t C, float* dx);
+
+// Requires what backward_input does, rows <= kWeightChunkRows. dw_part[c] = sum over the rows, in
+// order, of gy[n][c] * x_hat[n][c].
+void backward_weight_chunk(const float* x, const float* rstd, const float* gy, int64_t rows,
+                           int64_t C, float* dw_part);
+
+}  // namespace titan::rmsnorm_kernels

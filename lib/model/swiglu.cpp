@@ -1,0 +1,98 @@
+#include "model/swiglu.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/autograd.h>
+
+#include "model/observed_op.h"
+#include "model/swiglu_kernels.h"
+
+namespace titan {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Elements per task: large enough that a task outlasts the threads' start-up, small enough that
+// the debug model's (tokens, hidden) tensors split over every core.
+constexpr int64_t kGrain = 1 << 15;
+
+bool fused_applies(at::ScalarType dtype, at::Device device) {
+  return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat;
+}
+
+// Calls fn(begin, end) on disjoint ranges of [0, n) in parallel. The kernels are elementwise, so
+// the split does not change a bit.
+template <typename Fn>
+void for_each_range(int64_t n, const Fn& fn) {
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+struct FusedSwiglu : public torch::autograd::Function<FusedSwiglu> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    return {observed_as_one_op("titan::swiglu", [&] {
+      at::DisableRecordFunctionGuard unobserved;
+      auto ac = a.contiguous(), bc = b.contiguous();
+      auto out = at::empty(ac.sizes(), ac.options());
+      const float *ap = ac.data_ptr<float>(), *bp = bc.data_ptr<float>();
+      float* op = out.data_ptr<float>();
+      for_each_range(ac.numel(), [&](int64_t begin, int64_t end) {
+        swiglu_kernels::forward(ap + begin, bp + begin, end - begin, op + begin);
+      });
+      ctx->save_for_backward({ac, bc});
+      return out;
+    })};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    at::DisableRecordFunctionGuard unobserved;
+    const auto saved = ctx->get_saved_variables();
+    const auto &a = saved[0], &b = saved[1];
+    auto g = grad_outputs[0].contiguous();
+    auto da = at::empty(a.sizes(), a.options()), db = at::empty(b.sizes(), b.options());
+    const float *ap = a.data_ptr<float>(), *bp = b.data_ptr<float>(), *gp = g.data_ptr<float>();
+    float *dap = da.data_ptr<float>(), *dbp = db.data_ptr<float>();
+    for_each_range(a.numel(), [&](int64_t begin, int64_t end) {
+      swiglu_kernels::backward(ap + begin, bp + begin, gp + begin, end - begin, dap + begin,
+                               dbp + begin);
+    });
+    return {da, db};
+  }
+};
+
+}  // namespace
+
+SwigluKernel swiglu_kernel_for(at::ScalarType dtype, at::Device device) {
+  return fused_applies(dtype, device) ? SwigluKernel::kFusedAvx2 : SwigluKernel::kAten;
+}
+
+const char* swiglu_kernel_name(SwigluKernel kernel) {
+  switch (kernel) {
+    case SwigluKernel::kFusedAvx2:
+      return "fused_avx2_fma";
+    case SwigluKernel::kAten:
+      return "aten";
+  }
+  return "unknown";
+}
+
+at::Tensor fused_swiglu(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(fused_applies(a.scalar_type(), a.device()),
+              "fused_swiglu: needs float tensors on a CPU with AVX2 and FMA");
+  TORCH_CHECK(
+      a.sizes() == b.sizes() && b.scalar_type() == a.scalar_type() && b.device() == a.device(),
+      "fused_swiglu: a and b must have one shape, dtype and device");
+  return FusedSwiglu::apply(a, b)[0];
+}
+
+at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
+  switch (swiglu_kernel_for(a.scalar_type(), a.device())) {
+    case SwigluKernel::kFusedAvx2:
+      return fused_swiglu(a, b);
+    case SwigluKernel::kAten:
+      break;
+  }
+  return at::silu(a) * b;
+}
+
+}  // namespace titan

@@ -1,0 +1,26 @@
+// SwiGLU's gate: silu(a) * b, where a = w1(x) and b = w3(x) in Llama's feed-forward.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace titan {
+
+// Which implementation swiglu runs. They agree to float rounding, not bitwise.
+enum class SwigluKernel {
+  kFusedAvx2,  // swiglu_kernels.h: float on a CPU with AVX2+FMA, one pass forward and backward
+  kAten,       // at::silu(a) * b: any other dtype, device or CPU
+};
+SwigluKernel swiglu_kernel_for(at::ScalarType dtype, at::Device device);
+// For logs and fingerprint.log's header: "fused_avx2_fma", "aten".
+const char* swiglu_kernel_name(SwigluKernel kernel);
+
+// Requires a and b of one shape, dtype and device. Returns silu(a) * b, differentiable in a and b,
+// with the kernel swiglu_kernel_for picks.
+at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b);
+
+// The kFusedAvx2 implementation (tests compare it with ATen's). Throws unless swiglu_kernel_for
+// picks kFusedAvx2 for a and a and b have one shape. Observers (the recompute checker's op trace,
+// profilers) see it as one op, "titan::swiglu", with a contiguous output.
+at::Tensor fused_swiglu(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace titan
