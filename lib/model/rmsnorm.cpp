@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "model/observed_op.h"
@@ -23,8 +24,8 @@ bool fused_applies(int64_t dim, at::ScalarType dtype, at::Device device) {
   return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat && dim >= 8 && dim % 8 == 0;
 }
 
-// The weight gradient: partial sums of fixed row chunks, computed in parallel, then added up in
-// chunk order, so that the result does not depend on the thread count.
+// The weight gradient: partial sums of fixed row chunks, computed in parallel, then added up in a
+// fixed order, so that the result does not depend on the thread count.
 at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, int64_t rows,
                            int64_t C, const at::TensorOptions& options) {
   const int64_t chunks = (rows + rk::kWeightChunkRows - 1) / rk::kWeightChunkRows;
@@ -37,10 +38,13 @@ at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, i
                                 parts.data() + k * C);
     }
   });
-  auto dw = at::zeros({C}, options);
-  float* dwp = dw.data_ptr<float>();
-  for (int64_t k = 0; k < chunks; ++k)
-    for (int64_t c = 0; c < C; ++c) dwp[c] += parts[static_cast<size_t>(k * C + c)];
+  // Pairwise, so that rounding grows with log(chunks) rather than chunks.
+  for (int64_t stride = 1; stride < chunks; stride *= 2)
+    for (int64_t k = 0; k + stride < chunks; k += 2 * stride)
+      for (int64_t c = 0; c < C; ++c)
+        parts[static_cast<size_t>(k * C + c)] += parts[static_cast<size_t>((k + stride) * C + c)];
+  auto dw = at::empty({C}, options);
+  std::copy(parts.begin(), parts.begin() + C, dw.data_ptr<float>());
   return dw;
 }
 

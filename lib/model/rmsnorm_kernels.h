@@ -5,8 +5,8 @@
 // layer. These kernels make one pass over a row each way (two for the input gradient).
 //
 // Numerics: a row's sum of squares is 8 FMA chains over its columns in order, then added up in a
-// fixed order; the weight gradient adds rows up in fixed chunks of kWeightChunkRows, the chunks in
-// order. Nothing depends on the thread count; the results differ from ATen's in the last bits.
+// fixed order; the weight gradient adds rows up in fixed chunks of kWeightChunkRows, the chunks
+// pairwise (rmsnorm.cpp). Nothing depends on the thread count; the results differ from ATen's in the last bits.
 //
 // The kernels' translation unit is compiled for AVX2: call nothing here before cpu_has_avx2_fma().
 #pragma once
@@ -18,7 +18,7 @@
 namespace titan::rmsnorm_kernels {
 
 // Rows the weight gradient adds up per partial sum (see backward_weight_chunk).
-constexpr int64_t kWeightChunkRows = 64;
+constexpr int64_t kWeightChunkRows = 16;
 
 // Requires cpu_has_avx2_fma(), C a positive multiple of 8. For rows [0, rows) of x (rows, C):
 // rstd[n] = 1 / sqrt(mean(x[n]^2) + eps) and y[n] = (x[n] * rstd[n]) * w.
