@@ -15,6 +15,7 @@
 #include "model/model_args.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
+#include "optim/optimizer.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/strings.h"
@@ -140,7 +141,8 @@ void open_output_sinks(RunContext& c) {
       c.determinism,
       attention_kernel_name(attention_kernel_for(args.head_dim(), at::kFloat, c.device)),
       swiglu_kernel_name(swiglu_kernel_for(at::kFloat, c.device)),
-      rms_norm_kernel_name(rms_norm_kernel_for(args.dim, at::kFloat, c.device))};
+      rms_norm_kernel_name(rms_norm_kernel_for(args.dim, at::kFloat, c.device)),
+      adamw_kernel_name(adamw_kernel_for(c.device))};
   c.fingerprint = std::make_unique<FingerprintLog>(
       folder + "/" + rank_file_name("fingerprint.log", rank), header, c.resume_step);
 }

@@ -43,7 +43,7 @@ std::string python(const std::string& program, const std::string& input_path) {
 // A fingerprint.log with `losses` (one step each) written by the real formatter.
 std::string fingerprint_text(const std::vector<double>& losses) {
   FingerprintHeader header{
-      "cpu", "test cpu", 0x1234, {}, "fused_avx2_fma", "fused_avx2_fma", "fused_avx2_fma"};
+      "cpu", "test cpu", 0x1234, {}, "fused_avx2_fma", "fused_avx2_fma", "fused_avx2_fma", "torch"};
   std::string text = FingerprintLog::format_header(header);
   for (size_t i = 0; i < losses.size(); ++i) {
     text += FingerprintLog::format_step(static_cast<int64_t>(i + 1), losses[i], 1.5, 1e-3,
@@ -152,13 +152,13 @@ TEST_CASE("compare: truncated, malformed and missing inputs exit 2 naming file a
   test::write_text(dir + "/cut.log", good.substr(0, good.size() - 9));
   auto cut = compare(dir + "/good.log " + dir + "/cut.log");
   CHECK(cut.exit_code == 2);
-  CHECK_THAT(cut.output, Catch::Contains(dir + "/cut.log:19: the file ends inside this line"));
+  CHECK_THAT(cut.output, Catch::Contains(dir + "/cut.log:20: the file ends inside this line"));
   std::string bad = good;
   bad.replace(bad.find("step 2 loss 0x"), 14, "step 2 loss 0q");
   test::write_text(dir + "/bad.log", bad);
   auto malformed = compare(dir + "/bad.log " + dir + "/good.log");
   CHECK(malformed.exit_code == 2);
-  CHECK_THAT(malformed.output, Catch::Contains(dir + "/bad.log:18: loss: \"0q"));
+  CHECK_THAT(malformed.output, Catch::Contains(dir + "/bad.log:19: loss: \"0q"));
   auto missing = compare(dir + "/good.log " + dir + "/nothing");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains(dir + "/nothing: no such file or folder"));

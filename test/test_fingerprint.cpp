@@ -22,7 +22,7 @@ const std::string kTinyRun =
     "--model.flavor tiny --training.seq_len 32 --training.local_batch_size 2 --training.steps 4 "
     "--training.device cpu --debug.deterministic --metrics.log_freq 2 --debug.fingerprint_freq 2 ";
 
-constexpr size_t kHeaderLines = 16;
+constexpr size_t kHeaderLines = 17;
 
 std::string run_and_read_fingerprint(const std::string& args, const std::string& dir) {
   auto r = test::run_titan(kTinyRun + args + " --job.dump_folder " + dir);
@@ -61,11 +61,13 @@ TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-ide
 #else
   const std::string kernel = cpu_has_avx2_fma() ? "fused_avx2_fma" : "blocked_aten";
 #endif
-  // SwiGLU and RMSNorm (the tiny model's dim is 64) are fused on any libtorch with such a CPU.
+  // SwiGLU, RMSNorm (the tiny model's dim is 64) and AdamW are fused on any libtorch with such a
+  // CPU.
   const std::string fused = cpu_has_avx2_fma() ? "fused_avx2_fma" : "aten";
   CHECK_THAT(a, Catch::Contains("\nblas_kernels ") &&
                     Catch::Contains("\nattention_kernel " + kernel + "\nswiglu_kernel " + fused +
-                                    "\nrms_norm_kernel " + fused + "\nworld_size"));
+                                    "\nrms_norm_kernel " + fused + "\nadamw_kernel " + fused +
+                                    "\nworld_size"));
 }
 
 TEST_CASE("fingerprint: a different seed differs from step 1 on", "[fingerprint][cli]") {

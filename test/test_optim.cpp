@@ -1,9 +1,12 @@
-// LR schedule against hand-computed torchtitan values; AdamW options; clipping.
+// LR schedule against hand-computed torchtitan values; AdamW options; the fused AdamW step against
+// libtorch's; clipping.
 #include <torch/torch.h>
 
 #include "catch_torch.h"
+#include "optim/fused_adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "util/cpu_features.h"
 
 using namespace titan;
 
@@ -84,4 +87,86 @@ TEST_CASE("optim: clipping returns the norm before clipping and scales to max_no
   CHECK(clip_grad_norm({a, b}, 1.0) == Approx(5.0));
   CHECK(a.grad()[0].item<double>() == Approx(0.6).epsilon(1e-5));
   CHECK(b.grad()[0].item<double>() == Approx(0.8).epsilon(1e-5));
+}
+
+namespace {
+// Parameters of sizes that leave every tail length, and one that spans several parallel tasks.
+std::vector<at::Tensor> adamw_test_params() {
+  std::vector<at::Tensor> params;
+  for (int64_t n : {1, 7, 8, 9, 70001}) params.push_back(at::randn({n}).requires_grad_());
+  params.push_back(at::randn({24, 33}).requires_grad_());
+  return params;
+}
+
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.detach().clone().requires_grad_());
+  return out;
+}
+
+// Runs `steps` steps of `optimizer` over params with gradients drawn from seed 7.
+void run_adamw(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
+               int steps) {
+  torch::manual_seed(7);
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& p : params) p.mutable_grad() = at::randn(p.sizes());
+    optimizer.step();
+  }
+}
+
+torch::optim::AdamWOptions adamw_test_options() {
+  return torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+}
+}  // namespace
+
+TEST_CASE("optim: the fused AdamW step equals libtorch's over ten steps, params and state",
+          "[optim]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto fused_params = adamw_test_params();
+  auto torch_params = clones(fused_params);
+  FusedAdamW fused(fused_params, adamw_test_options());
+  torch::optim::AdamW reference(torch_params, adamw_test_options());
+  run_adamw(fused, fused_params, 10);
+  run_adamw(reference, torch_params, 10);
+  for (size_t i = 0; i < fused_params.size(); ++i) {
+    INFO("parameter " << i << " of " << fused_params[i].numel() << " elements");
+    CHECK(at::allclose(fused_params[i], torch_params[i], 1e-6, 1e-7));
+    const auto& f = static_cast<torch::optim::AdamWParamState&>(
+        *fused.state().at(adamw_state_key(fused_params[i])));
+    const auto& t = static_cast<torch::optim::AdamWParamState&>(
+        *reference.state().at(adamw_state_key(torch_params[i])));
+    CHECK(f.step() == 10);
+    CHECK(at::allclose(f.exp_avg(), t.exp_avg(), 1e-6, 1e-8));
+    CHECK(at::allclose(f.exp_avg_sq(), t.exp_avg_sq(), 1e-6, 1e-10));
+  }
+}
+
+TEST_CASE("optim: the fused AdamW step is bitwise the same on 1 and 2 intra-op threads",
+          "[optim]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto one = adamw_test_params();
+  auto two = clones(one);
+  const int previous = at::get_num_threads();
+  at::set_num_threads(1);
+  FusedAdamW single(one, adamw_test_options());
+  run_adamw(single, one, 3);
+  at::set_num_threads(2);
+  FusedAdamW pair(two, adamw_test_options());
+  run_adamw(pair, two, 3);
+  at::set_num_threads(previous);
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(at::equal(one[i], two[i]));
+  }
+}
+
+TEST_CASE("optim: build_optimizer runs the fused step on CPU parameters where this CPU can",
+          "[optim]") {
+  auto p = torch::zeros({3}, torch::requires_grad());
+  auto opt = build_optimizer({p}, OptimizerConfig{});
+  const bool fused = dynamic_cast<FusedAdamW*>(opt.get()) != nullptr;
+  CHECK(fused == cpu_has_avx2_fma());
+  CHECK(fused == (adamw_kernel_for(at::kCPU) == AdamWKernel::kFusedAvx2));
 }

@@ -2,9 +2,7 @@
 
 #include <torch/torch.h>
 
-#include <sstream>
-#include <string>
-#include <type_traits>
+#include "optim/optimizer.h"
 
 namespace titan {
 namespace {
@@ -14,22 +12,6 @@ std::vector<at::Tensor> module_tensors(const torch::nn::Module& module) {
   for (const auto& b : module.buffers()) tensors.push_back(b);
   return tensors;
 }
-
-// The optimizer's key for parameter p: libtorch 1.13 keys its state map by the TensorImpl address
-// printed as a string, later versions by the address itself.
-template <class StateMap>
-typename StateMap::key_type state_key(const at::Tensor& p) {
-  using Key = typename StateMap::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream address;
-    address << p.unsafeGetTensorImpl();
-    return address.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
-
-using StateMap = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
 
 at::Tensor clone_or_undefined(const at::Tensor& t) {
   return t.defined() ? t.detach().clone() : at::Tensor();
@@ -60,7 +42,7 @@ Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::Adam
     s.groups.push_back(
         group_snapshot(static_cast<const torch::optim::AdamWOptions&>(group.options())));
     for (const auto& p : group.params()) {
-      auto it = states.find(state_key<StateMap>(p));
+      auto it = states.find(adamw_state_key(p));
       if (it == states.end()) {
         s.optimizer.emplace_back();
         continue;
@@ -90,7 +72,7 @@ void restore_snapshot(const Snapshot& s, torch::nn::Module& module,
     for (const auto& p : groups[g].params()) {
       TORCH_CHECK(index < s.optimizer.size(), "snapshot of another optimizer");
       const auto& saved = s.optimizer[index++];
-      const auto key = state_key<StateMap>(p);
+      const auto key = adamw_state_key(p);
       if (!saved) {
         states.erase(key);
         continue;

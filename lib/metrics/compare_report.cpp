@@ -185,7 +185,7 @@ std::string format_comparison_text(const Comparison& c) {
   if (c.header.empty())
     out +=
         "header: same versions, device, config hash, seed, flags, threads, BLAS, attention, "
-        "SwiGLU and RMSNorm kernels\n";
+        "SwiGLU, RMSNorm and AdamW kernels\n";
   else
     out += "header differences (fingerprint.log):\n";
   for (const auto& h : c.header) out += fmt::format("  {}: A {} | B {}\n", h.key, h.a, h.b);

@@ -43,6 +43,7 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   out += fmt::format("attention_kernel {}\n", header.attention_kernel);
   out += fmt::format("swiglu_kernel {}\n", header.swiglu_kernel);
   out += fmt::format("rms_norm_kernel {}\n", header.rms_norm_kernel);
+  out += fmt::format("adamw_kernel {}\n", header.adamw_kernel);
   out += fmt::format("world_size {}\n", d.world_size);
   return out;
 }

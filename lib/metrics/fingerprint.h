@@ -34,9 +34,11 @@ struct FingerprintHeader {
   // Which causal attention the model runs (model/causal_attention.h): kernels round differently,
   // so two runs with different ones part from step 1.
   std::string attention_kernel;
-  // Likewise, which SwiGLU gate (model/swiglu.h) and RMSNorm (model/rmsnorm.h) it runs.
+  // Likewise, which SwiGLU gate (model/swiglu.h), RMSNorm (model/rmsnorm.h) and AdamW step
+  // (optim/optimizer.h) it runs.
   std::string swiglu_kernel;
   std::string rms_norm_kernel;
+  std::string adamw_kernel;
 };
 
 class FingerprintLog {

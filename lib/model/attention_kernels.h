@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "model/cpu_features.h"
+#include "util/cpu_features.h"
 
 namespace titan::attention_kernels {
 

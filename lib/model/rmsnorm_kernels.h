@@ -6,14 +6,15 @@
 //
 // Numerics: a row's sum of squares is 8 FMA chains over its columns in order, then added up in a
 // fixed order; the weight gradient adds rows up in fixed chunks of kWeightChunkRows, the chunks
-// pairwise (rmsnorm.cpp). Nothing depends on the thread count; the results differ from ATen's in the last bits.
+// pairwise (rmsnorm.cpp). Nothing depends on the thread count; the results differ from ATen's in
+// the last bits.
 //
 // The kernels' translation unit is compiled for AVX2: call nothing here before cpu_has_avx2_fma().
 #pragma once
 
 #include <cstdint>
 
-#include "model/cpu_features.h"
+#include "util/cpu_features.h"
 
 namespace titan::rmsnorm_kernels {
 

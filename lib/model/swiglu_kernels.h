@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "model/cpu_features.h"
+#include "util/cpu_features.h"
 
 namespace titan::swiglu_kernels {
 

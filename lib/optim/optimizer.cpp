@@ -2,7 +2,42 @@
 
 #include <torch/nn/utils/clip_grad.h>
 
+#include <sstream>
+#include <string>
+
+#include "optim/fused_adamw.h"
+#include "util/cpu_features.h"
+
 namespace titan {
+namespace {
+
+// A template, so that only the branch for this libtorch's key type is compiled.
+template <class Key>
+Key state_key(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;
+    address << p.unsafeGetTensorImpl();
+    return address.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+}  // namespace
+
+AdamWKernel adamw_kernel_for(at::Device device) {
+  return device.is_cpu() && cpu_has_avx2_fma() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
+}
+
+const char* adamw_kernel_name(AdamWKernel kernel) {
+  switch (kernel) {
+    case AdamWKernel::kFusedAvx2:
+      return "fused_avx2_fma";
+    case AdamWKernel::kTorch:
+      return "torch";
+  }
+  return "unknown";
+}
 
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
                                                      const OptimizerConfig& config) {
@@ -10,7 +45,14 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tenso
                      .betas({config.beta1, config.beta2})
                      .eps(config.eps)
                      .weight_decay(config.weight_decay);
+  const at::Device device = params.empty() ? at::Device(at::kCPU) : params.front().device();
+  if (adamw_kernel_for(device) == AdamWKernel::kFusedAvx2 && fused_adamw_applies(params, options))
+    return std::make_unique<FusedAdamW>(params, options);
   return std::make_unique<torch::optim::AdamW>(params, options);
+}
+
+AdamWStateMap::key_type adamw_state_key(const at::Tensor& p) {
+  return state_key<AdamWStateMap::key_type>(p);
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {

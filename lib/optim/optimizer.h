@@ -4,16 +4,33 @@
 #include <torch/optim/adamw.h>
 
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "config/config.h"
 
 namespace titan {
 
+// Which implementation of AdamW's step runs. They agree to float rounding, not bitwise.
+enum class AdamWKernel {
+  kFusedAvx2,  // FusedAdamW (fused_adamw.h): parameters on a CPU with AVX2+FMA
+  kTorch,      // torch::optim::AdamW's own step: any other device or CPU
+};
+// titan's parameters are float on every device (bf16 autocast computes in bf16, keeps them float).
+AdamWKernel adamw_kernel_for(at::Device device);
+// For logs and fingerprint.log's header: "fused_avx2_fma", "torch".
+const char* adamw_kernel_name(AdamWKernel kernel);
+
 // AdamW over `params` with [optimizer] lr, betas, eps and weight_decay (one group, like
-// torchtitan v0.2.2: the same decay for every parameter).
+// torchtitan v0.2.2: the same decay for every parameter), its step run by the kernel
+// adamw_kernel_for picks for the params' device. Requires params on one device.
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
                                                      const OptimizerConfig& config);
+
+// The optimizer's state key for parameter p: libtorch 1.13 keys its state map by the TensorImpl
+// address printed as a string, later versions by the address itself.
+using AdamWStateMap = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
+AdamWStateMap::key_type adamw_state_key(const at::Tensor& p);
 
 // Sets the learning rate of every parameter group.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);

@@ -140,10 +140,11 @@ void Trainer::log_start() const {
                      to_string(config_.model.flavor), with_thousands(args_.num_params()),
                      with_thousands(args_.num_params() - args_.num_embedding_params()));
   log << fmt::format(
-      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}\n",
+      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}\n",
       attention_kernel_name(attention_kernel_for(args_.head_dim(), at::kFloat, ctx_.device)),
       args_.head_dim(), swiglu_kernel_name(swiglu_kernel_for(at::kFloat, ctx_.device)),
-      rms_norm_kernel_name(rms_norm_kernel_for(args_.dim, at::kFloat, ctx_.device)));
+      rms_norm_kernel_name(rms_norm_kernel_for(args_.dim, at::kFloat, ctx_.device)),
+      adamw_kernel_name(adamw_kernel_for(ctx_.device)));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
                      d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
                      d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");

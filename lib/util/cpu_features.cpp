@@ -1,5 +1,5 @@
 // Built for the baseline ISA: it runs before anything built for AVX2.
-#include "model/cpu_features.h"
+#include "util/cpu_features.h"
 
 namespace titan {
 

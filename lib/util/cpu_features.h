@@ -1,6 +1,6 @@
 // What the CPU can run, checked once at run time: the hand-vectorized kernels
-// (attention_kernels_avx2.cpp, swiglu_kernels_avx2.cpp) are built for AVX2 and FMA, and nothing in
-// them may run before cpu_has_avx2_fma() says true.
+// (lib/model/*_avx2.cpp, lib/optim/*_avx2.cpp) are built for AVX2 and FMA, and nothing in them may
+// run before cpu_has_avx2_fma() says true.
 #pragma once
 
 namespace titan {
