@@ -304,7 +304,7 @@ TEST_CASE("model: fused RMSNorm equals ATen's formula, values and gradients", "[
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   torch::manual_seed(0);
   for (int64_t C : {8, 24, 256}) {
-    for (int64_t rows : {1, 5, 64, 65, 300}) {  // one weight chunk, several, and a partial one
+    for (int64_t rows : {0, 1, 5, 64, 65, 300}) {  // no rows, one chunk, several, a partial one
       INFO("rows=" << rows << " C=" << C);
       auto x = (3 * at::randn({rows, C})).requires_grad_();
       auto weight = (1 + 0.1 * at::randn({C})).requires_grad_();

@@ -29,7 +29,7 @@ bool fused_applies(int64_t dim, at::ScalarType dtype, at::Device device) {
 at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, int64_t rows,
                            int64_t C, const at::TensorOptions& options) {
   const int64_t chunks = (rows + rk::kWeightChunkRows - 1) / rk::kWeightChunkRows;
-  std::vector<float> parts(static_cast<size_t>(chunks * C));
+  std::vector<float> parts(static_cast<size_t>(std::max<int64_t>(chunks, 1) * C));  // zeros
   at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t first = k * rk::kWeightChunkRows;
