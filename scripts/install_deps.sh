@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs titan-train's build and run dependencies with apt, skipping what is already there.
 # libopenblas0-pthread matters: without it Debian's libtorch uses the reference BLAS, 10-25x
-# slower on matmuls.
+# slower on matmuls. With --tests, also what the Python tests need: Debian's matplotlib for the
+# plot test and Debian's PyTorch for the safetensors interop test (without them ctest reports
+# those two skipped).
 set -euo pipefail
 
 packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libopenblas0-pthread
           cmake g++ ninja-build)
+if [ "${1:-}" = "--tests" ]; then packages+=(python3-matplotlib python3-torch); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

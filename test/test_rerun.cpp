@@ -255,10 +255,11 @@ TEST_CASE("rerun: the keys parse from TOML and flags, and bad values name the ke
                               " --debug.rerun_steps 100,200 --print-config");
   CHECK(flag.exit_code == 0);
   CHECK_THAT(flag.output, Catch::Contains("rerun_steps = [100, 200]"));
-  auto bad = test::run_titan(test::tiny_run(test::temp_dir("rerun_flags_bad") + "/out", 1) +
-                             " --debug.rerun_steps 1,x");
+  // One folder, made once: a second temp_dir call would empty it and hide what the run left.
+  const std::string bad_dir = test::temp_dir("rerun_flags_bad");
+  auto bad = test::run_titan(test::tiny_run(bad_dir + "/out", 1) + " --debug.rerun_steps 1,x");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("debug.rerun_steps: expected integer list, got \"1,x\""));
   CHECK_THAT(bad.output, Catch::Contains("for example --debug.rerun_steps=100,200"));
-  CHECK_FALSE(std::filesystem::exists(test::temp_dir("rerun_flags_bad") + "/out"));
+  CHECK_FALSE(std::filesystem::exists(bad_dir + "/out"));
 }

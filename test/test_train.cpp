@@ -119,12 +119,16 @@ TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl"
   REQUIRE(lines.size() == 3);
   CHECK_THAT(lines[0], Catch::StartsWith("{\"step\": 1, \"loss\": "));
   CHECK_THAT(lines[2], Catch::StartsWith("{\"step\": 4, "));
-  // Each line ends with the process CPU time per step since the previous line.
+  // Each line ends with the process CPU time and minor page faults per step since the previous
+  // line.
   std::smatch cpu;
   REQUIRE(std::regex_search(
-      lines[2], cpu, std::regex(R"("cpu_user_s": ([-+.e0-9]+), "cpu_system_s": ([-+.e0-9]+)\}$)")));
+      lines[2], cpu,
+      std::regex(
+          R"("cpu_user_s": ([-+.e0-9]+), "cpu_system_s": ([-+.e0-9]+), "minor_faults": ([.e0-9]+)\}$)")));
   CHECK(std::stod(cpu[1]) > 0);
   CHECK(std::stod(cpu[2]) >= 0);
+  CHECK(std::stod(cpu[3]) >= 0);
   // config.toml carries the drawn seed: a second run from it reproduces the first's losses.
   Config saved;
   apply_toml_file(saved, dir + "/config.toml");

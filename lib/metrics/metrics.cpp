@@ -29,11 +29,12 @@ std::string format_json_line(const StepMetrics& m) {
   return fmt::format(
       "{{\"step\": {}, \"loss\": {}, \"grad_norm\": {}, \"lr\": {}, \"tokens_seen\": {}, "
       "\"memory_gib\": {}, \"memory_pct\": {}, \"tps\": {}, \"tflops\": {}, \"mfu_pct\": {}, "
-      "\"step_time_s\": {}, \"cpu_user_s\": {}, \"cpu_system_s\": {}}}",
+      "\"step_time_s\": {}, \"cpu_user_s\": {}, \"cpu_system_s\": {}, "
+      "\"minor_faults\": {}}}",
       m.step, json_number(m.loss), json_number(m.grad_norm), json_number(m.lr), m.tokens_seen,
       json_number(m.memory_gib), json_number(m.memory_pct), json_number(m.tps),
       json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s),
-      json_number(m.cpu_user_s), json_number(m.cpu_system_s));
+      json_number(m.cpu_user_s), json_number(m.cpu_system_s), json_number(m.minor_faults));
 }
 
 namespace {

@@ -25,6 +25,9 @@ struct StepMetrics {
   // (getrusage: all threads; on CUDA, the host's share). metrics.jsonl only.
   double cpu_user_s = 0;
   double cpu_system_s = 0;
+  // Mean minor page faults per step since the last log (getrusage), the cost glibc malloc's
+  // returning and re-faulting large blocks shows up as. metrics.jsonl only.
+  double minor_faults = 0;
 };
 
 // "step:  1  loss:  8.12345  grad_norm:  1.2345  memory:  1.21GiB(0.86%)  tps: 5,756  tflops:

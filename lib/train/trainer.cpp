@@ -305,6 +305,7 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   const CpuUsage now = cpu_usage();
   m.cpu_user_s = (now.user_s - cpu_at_last_log_.user_s) / static_cast<double>(steps);
   m.cpu_system_s = (now.system_s - cpu_at_last_log_.system_s) / static_cast<double>(steps);
+  m.minor_faults = (now.minor_faults - cpu_at_last_log_.minor_faults) / static_cast<double>(steps);
   cpu_at_last_log_ = now;
   *ctx_.log << "[titan] " << format_console_line(m) << std::endl;
   check_console();
