@@ -24,8 +24,7 @@ struct ExportRequest {
 };
 
 at::ScalarType parse_dtype(const std::string& text) {
-  if (text == "float32") return at::kFloat;
-  if (text == "bfloat16") return at::kBFloat16;
+  if (auto dtype = parse_enum<ExportDtype>(text)) return export_scalar_type(*dtype);
   throw ConfigError("--dtype", fmt::format("\"{}\" is not a dtype export writes", text),
                     "use float32 or bfloat16");
 }

@@ -6,9 +6,8 @@
 
 #include <ostream>
 
-#include "app/run_context.h"
 #include "config/loader.h"
-#include "train/trainer.h"
+#include "train/run.h"
 #include "util/error.h"
 #include "util/stop_signal.h"
 
@@ -31,11 +30,7 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
       break;
   }
   install_stop_signal_handlers();
-  RunContext context = build_run_context(request.config, out);
-  Trainer trainer(context);
-  open_output_sinks(context);
-  trainer.start();
-  trainer.train();
+  Run::open(request.config, out)->train();
   return kExitOk;
 }
 

@@ -1,5 +1,5 @@
 // The training command (titan-train's default): parse the command line, then set up, build and
-// run in the order app/run_context.h documents.
+// run in the order train/run.h documents.
 #pragma once
 
 #include <iosfwd>

@@ -7,6 +7,7 @@
 
 #include "catch_torch.h"
 #include "config/loader.h"
+#include "fault_injection.h"
 #include "metrics/compare.h"
 #include "metrics/numerics_log.h"
 #include "test_util.h"
@@ -31,12 +32,37 @@ Config traced_config(const std::string& dir, const std::string& level) {
   return c;
 }
 
+NumericsEntry tensor_entry(NumericsKind kind, const std::string& name, TensorStats stats) {
+  NumericsEntry e;
+  e.kind = kind;
+  e.name = name;
+  e.stats = stats;
+  return e;
+}
+
+// An op of layers.0 with one hashed f32[2] output.
+NumericsEntry op_entry(int64_t position, const std::string& op, uint64_t checksum) {
+  NumericsEntry e;
+  e.kind = NumericsKind::kOp;
+  e.name = "layers.0";
+  e.position = position;
+  e.op = op;
+  OpOutput out;
+  out.dtype = "f32";
+  out.sizes = {2};
+  out.hashed = true;
+  out.checksum = checksum;
+  out.max_abs = 1.0;
+  e.outputs = {out};
+  return e;
+}
+
 // Trains a traced run whose block `layer` output gets nextafter(x, x) (ulps 0, unchanged) or one
 // ulp up (ulps 1) at step 2.
 void train_perturbed(const std::string& dir, const std::string& level, int64_t layer, int ulps) {
   auto run = test::start_run(traced_config(dir, level));
   REQUIRE(run->trainer->numerics_tracer() != nullptr);
-  run->trainer->numerics_tracer()->set_test_perturbation(2, layer, ulps);
+  run->trainer->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(2, layer, ulps));
   run->trainer->train();
 }
 
@@ -160,10 +186,18 @@ TEST_CASE("numerics trace: ops under full AC with the bitwise checker equal ops 
 }
 
 TEST_CASE("numerics.log reader: a truncated or malformed file names its line", "[numerics]") {
-  const std::string good = numerics_header("blocks", 1) + "step 1 micro 0\n" +
-                           format_forward_line("tok_embeddings", {1, 0.5, 2}) + "\nstep 1 grads\n" +
-                           format_gradient_line("output.weight", {2, 0.25, 1}) + "\nend step 1\n";
-  CHECK(parse_numerics_log(good, "n.log").steps.size() == 1);
+  NumericsStep step;
+  step.step = 1;
+  step.forward = {tensor_entry(NumericsKind::kForward, "tok_embeddings", {1, 0.5, 2})};
+  step.gradients = {tensor_entry(NumericsKind::kGradient, "output.weight", {2, 0.25, 1})};
+  const std::string good = numerics_header("blocks", 1) + format_numerics_step(step, true);
+  CHECK(good == numerics_header("blocks", 1) +
+                    "step 1 micro 0\nfwd tok_embeddings checksum 0000000000000001 mean 0x1p-1 "
+                    "max_abs 0x1p+1\nstep 1 grads\ngrad output.weight checksum 0000000000000002 "
+                    "mean 0x1p-2 max_abs 0x1p+0\nend step 1\n");
+  const auto parsed = parse_numerics_log(good, "n.log");
+  REQUIRE(parsed.steps.size() == 1);
+  CHECK(numerics_header("blocks", 1) + format_numerics_step(parsed.steps[0], true) == good);
   auto error_of = [](const std::string& text) {
     try {
       parse_numerics_log(text, "n.log");
@@ -184,16 +218,16 @@ TEST_CASE("numerics.log reader: a truncated or malformed file names its line", "
 TEST_CASE("numerics compare: traces that stop listing the same ops are named where they part",
           "[numerics][compare]") {
   auto trace = [](bool extra_op) {
-    std::string text = numerics_header("ops", 1) + "step 1 micro 0\n" +
-                       format_forward_line("tok_embeddings", {1, 0, 1}) + "\n" +
-                       format_op_line("layers.0", 0, "aten::pow", {{"f32[2]", true, 7, "0x1p+0"}}) +
-                       "\n";
-    if (extra_op) {
-      text +=
-          format_op_line("layers.0", 1, "aten::nextafter", {{"f32[2]", true, 8, "0x1p+0"}}) + "\n";
-    }
-    return text + format_forward_line("layers.0", {2, 0, 1}) + "\nstep 1 grads\n" +
-           format_gradient_line("w", {3, 0, 1}) + "\nend step 1\n";
+    NumericsStep step;
+    step.step = 1;
+    step.forward = {tensor_entry(NumericsKind::kForward, "tok_embeddings", {1, 0, 1}),
+                    op_entry(0, "aten::pow", 7)};
+    if (extra_op) step.forward.push_back(op_entry(1, "aten::nextafter", 8));
+    step.forward.push_back(tensor_entry(NumericsKind::kForward, "layers.0", {2, 0, 1}));
+    step.gradients = {tensor_entry(NumericsKind::kGradient, "w", {3, 0, 1})};
+    const std::string text = numerics_header("ops", 1) + format_numerics_step(step, true);
+    REQUIRE_THAT(text, Catch::Contains("op layers.0 0 aten::pow f32[2]:0000000000000007:0x1p+0\n"));
+    return text;
   };
   auto n =
       compare_numerics(parse_numerics_log(trace(false), "a"), parse_numerics_log(trace(true), "b"));

@@ -9,7 +9,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "app/run_context.h"
 #include "util/files.h"
 
 namespace titan::test {
@@ -62,10 +61,8 @@ std::unique_ptr<InProcessRun> start_run(const Config& config) {
   auto run = std::make_unique<InProcessRun>();
   RunContextOptions options;
   options.measure_peak_flops = false;
-  run->context = build_run_context(config, run->log, options);
-  run->trainer = std::make_unique<Trainer>(run->context);
-  open_output_sinks(run->context);
-  run->trainer->start();
+  run->run = Run::open(config, run->log, options);
+  run->trainer = &run->run->trainer();
   return run;
 }
 

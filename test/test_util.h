@@ -6,8 +6,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "train/run_context.h"
-#include "train/trainer.h"
+#include "train/run.h"
 
 namespace titan::test {
 
@@ -42,13 +41,12 @@ std::string tiny_run(const std::string& dir, int steps, const std::string& extra
 // The project's source folder (for configs/).
 std::string source_dir();
 
-// A run set up in process as titan-train sets it up (app/run_context.h), without the start-up
-// sgemm measurement: context, Trainer, the output sinks in config.job.dump_folder, the start-up
-// log.
+// A run opened in process as titan-train opens it (Run::open), without the start-up sgemm
+// measurement; its console is `log`.
 struct InProcessRun {
   std::ostringstream log;
-  RunContext context;
-  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<Run> run;
+  Trainer* trainer = nullptr;  // run's
 };
 std::unique_ptr<InProcessRun> start_run(const Config& config);
 

@@ -13,9 +13,10 @@ std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& confi
   return layers;
 }
 
-std::vector<std::string> apply_activation_checkpointing(
-    Transformer& model, const ActivationCheckpointConfig& config,
-    std::shared_ptr<CheckpointContext> context) {
+std::vector<std::string> apply_activation_checkpointing(Transformer& model,
+                                                        const ActivationCheckpointConfig& config,
+                                                        const std::string& debug_dir,
+                                                        std::shared_ptr<OpTraceSink> trace_sink) {
   std::vector<std::string> names;
   for (int64_t layer : checkpointed_layers(config, model->args().n_layers)) {
     CheckpointOptions options;
@@ -23,7 +24,8 @@ std::vector<std::string> apply_activation_checkpointing(
     options.preserve_rng_state = config.preserve_rng_state;
     options.check = config.determinism_check;
     options.debug = config.debug;
-    options.context = context;
+    options.debug_dir = debug_dir;
+    options.trace_sink = trace_sink;
     model->set_block_runner(layer, [options](const BlockFunction& block, const at::Tensor& x) {
       return checkpoint(block, x, options);
     });

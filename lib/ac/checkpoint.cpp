@@ -68,7 +68,7 @@ struct CheckpointState : torch::CustomClassHolder {
     torch::class_<CheckpointState>("titan", "CheckpointState");
 
 // Runs the block while recording its ops when the check needs them; `for_observer` also records
-// what CheckpointContext::observer_trace wants (checksums, max |value|).
+// what an OpTraceSink wants (checksums, max |value|).
 at::Tensor run_recorded(CheckpointState& s, const at::Tensor& x, OpTrace& trace,
                         bool for_observer = false) {
   trace.checksums = s.options.check == RecomputeCheck::kBitwise || for_observer;
@@ -87,11 +87,11 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     state->autocast = cuda_autocast_enabled();
     state->autocast_dtype = cuda_autocast_dtype();
     // Grad is off here (Function::apply), so no activations are kept.
-    OpTrace* observer = state->options.context->observer_trace;
-    at::Tensor out = run_recorded(*state, x, state->forward_trace, observer != nullptr);
-    if (observer && state->options.check != RecomputeCheck::kNone) {
-      observer->ops.insert(observer->ops.end(), state->forward_trace.ops.begin(),
-                           state->forward_trace.ops.end());
+    OpTraceSink* sink = state->options.trace_sink.get();
+    const bool observed = sink && sink->wants_ops();
+    at::Tensor out = run_recorded(*state, x, state->forward_trace, observed);
+    if (observed && state->options.check != RecomputeCheck::kNone) {
+      sink->add_ops(state->forward_trace.ops);
     }
     if (state->options.check == RecomputeCheck::kBitwise) {
       state->forward_output_checksum = tensor_checksum(out);
@@ -123,7 +123,6 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     if (s.options.check == RecomputeCheck::kNone) return;
     RecomputeComparison c;
     c.block_name = s.options.block_name;
-    c.step = s.options.context->step.load();
     c.check = s.options.check;
     c.forward = &s.forward_trace;
     c.recompute = &recomputed;
@@ -132,7 +131,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
       c.recompute_output_checksum = tensor_checksum(out.detach());
     }
     c.debug = s.options.debug;
-    c.debug_dir = s.options.context->debug_dir;
+    c.debug_dir = s.options.debug_dir;
     raise_on_mismatch(c);
   }
 };

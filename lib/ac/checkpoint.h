@@ -11,10 +11,10 @@
 
 #include <ATen/ATen.h>
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ac/op_trace.h"
 #include "config/enums.h"
@@ -24,30 +24,50 @@ namespace titan::ac {
 
 using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
 
-// State shared by all checkpointed blocks of a run: the step (for messages) and where debug
-// traces go.
-struct CheckpointContext {
-  std::atomic<int64_t> step{0};
-  std::string debug_dir;  // <dump_folder>/ac_debug
-  // Set, around a block's forward, by an observer that traces the block's ops (the numerics trace
-  // at op level). One thread has one op recorder, and a checked block's forward holds it, so that
-  // forward records checksums and max |value| of its ops and appends them here when it ends.
-  // Recomputations do not. Null: no observer.
-  OpTrace* observer_trace = nullptr;
+// Receives the op trace of each checkpointed block's forward, for an observer that traces the
+// block's ops at the same time (the numerics trace at op level): a checked block's forward holds
+// the thread's op recorder, so an outer recorder sees none of its ops. Recomputations are not
+// passed on.
+class OpTraceSink {
+ public:
+  virtual ~OpTraceSink() = default;
+  // Whether the sink records the ops of the forward starting now; if so the forward records
+  // checksums and max |value| of its ops' outputs and passes them to add_ops when it ends.
+  virtual bool wants_ops() const = 0;
+  // The forward's ops, in order. Called only after wants_ops() said true for that forward.
+  virtual void add_ops(const std::vector<OpRecord>& ops) = 0;
 };
 
 struct CheckpointOptions {
   std::string block_name = "block";  // "layers.3"
   bool preserve_rng_state = true;
   RecomputeCheck check = RecomputeCheck::kDefault;
-  bool debug = false;  // on a mismatch, print both op traces and write them to debug_dir
-  std::shared_ptr<CheckpointContext> context = std::make_shared<CheckpointContext>();
+  bool debug = false;     // on a mismatch, print both op traces and write them to debug_dir
+  std::string debug_dir;  // <dump_folder>/ac_debug; "" prints only
+  std::shared_ptr<OpTraceSink> trace_sink;  // null: no observer
 };
 
 // The forward and the recomputation of a block did not compute the same thing (exit code 3).
+// The backward that finds it does not know the training step: whoever runs the step names it
+// (at_step) before the error reaches the user.
 class RecomputeMismatch : public CheckFailure {
  public:
-  using CheckFailure::CheckFailure;
+  // `finding` says what differed (after "at <where>: "); `traces` holds both op traces (debug
+  // mode) or is empty.
+  RecomputeMismatch(std::string block, std::string finding, std::string traces, bool debug,
+                    std::string debug_dir);
+
+  // The same mismatch, its message naming `step`. In debug mode it first prints both traces to
+  // stderr and (with a debug_dir) writes them to <debug_dir>/step<N>_<block>.txt, named in the
+  // hint.
+  RecomputeMismatch at_step(int64_t step) const;
+
+ private:
+  RecomputeMismatch(const RecomputeMismatch& unnamed, int64_t step, const std::string& hint);
+
+  std::string block_, finding_, traces_;
+  bool debug_ = false;
+  std::string debug_dir_;
 };
 
 // block(x) with activation checkpointing. When grad is disabled or x does not require grad,

@@ -137,6 +137,8 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   tls_trace = trace;
 }
 
+}  // namespace
+
 std::string dtype_abbreviation(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
@@ -165,8 +167,6 @@ std::string dtype_abbreviation(at::ScalarType t) {
       return c10::toString(t);
   }
 }
-
-}  // namespace
 
 std::string describe_meta(const OutputMeta& m) {
   std::string sizes;

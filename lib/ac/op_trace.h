@@ -74,5 +74,7 @@ class TraceRecorder {
 
 // "f32[4, 512, 256]"
 std::string describe_meta(const OutputMeta& meta);
+// "f32", "bf16", "i64", ...: the dtype as traces spell it.
+std::string dtype_abbreviation(at::ScalarType dtype);
 
 }  // namespace titan::ac

@@ -40,16 +40,6 @@ std::string describe_op(const OpTrace& trace, size_t index, bool with_checksums)
   return fmt::format("{} -> {}", op.name, outputs.empty() ? "no tensor outputs" : outputs);
 }
 
-std::string debug_file_name(const RecomputeComparison& c) {
-  return fmt::format("{}/step{}_{}.txt", c.debug_dir, c.step, c.block_name);
-}
-
-void write_debug_file(const RecomputeComparison& c, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(c.debug_dir, ec);
-  write_file_atomically(debug_file_name(c), text);
-}
-
 }  // namespace
 
 std::optional<size_t> first_difference(const OpTrace& a, const OpTrace& b, bool compare_checksums) {
@@ -69,12 +59,9 @@ std::string format_traces(const RecomputeComparison& c, std::optional<size_t> di
     }
     return out;
   };
-  std::string out =
-      fmt::format("# {} at step {}: ops of the original forward and of the recomputation\n",
-                  c.block_name, c.step);
-  out +=
-      "# the first divergent op is marked >>; $N names a tensor, #... is a checksum of its bytes\n";
-  return out + section("forward", *c.forward) + section("recompute", *c.recompute);
+  return "# the first divergent op is marked >>; $N names a tensor, #... is a checksum of its "
+         "bytes\n" +
+         section("forward", *c.forward) + section("recompute", *c.recompute);
 }
 
 void raise_on_mismatch(const RecomputeComparison& c) {
@@ -83,38 +70,77 @@ void raise_on_mismatch(const RecomputeComparison& c) {
   const bool output_differs = bitwise && c.forward_output_checksum != c.recompute_output_checksum;
   if (!at && !output_differs) return;
 
-  std::string where = fmt::format("step {}, block {}", c.step, c.block_name);
-  std::string message;
+  std::string finding;
   if (at) {
     const size_t n = std::max(c.forward->ops.size(), c.recompute->ops.size());
     const char* name =
         *at < c.forward->ops.size() ? c.forward->ops[*at].name : c.recompute->ops[*at].name;
-    message = fmt::format(
-        "activation checkpoint recompute mismatch at {}: op {} of {} ({}) differs "
-        "(determinism_check = \"{}\")\n  forward:   {}\n  recompute: {}\n  ops run: forward {}, "
-        "recompute {}",
-        where, *at, n, name, bitwise ? "bitwise" : "default", describe_op(*c.forward, *at, bitwise),
+    finding = fmt::format(
+        "op {} of {} ({}) differs (determinism_check = \"{}\")\n  forward:   {}\n  recompute: "
+        "{}\n  ops run: forward {}, recompute {}",
+        *at, n, name, bitwise ? "bitwise" : "default", describe_op(*c.forward, *at, bitwise),
         describe_op(*c.recompute, *at, bitwise), c.forward->ops.size(), c.recompute->ops.size());
   } else {
-    message = fmt::format(
-        "activation checkpoint recompute mismatch at {}: every op matched but the block output "
-        "differs (forward checksum {:016x}, recompute {:016x})",
-        where, c.forward_output_checksum, c.recompute_output_checksum);
+    finding = fmt::format(
+        "every op matched but the block output differs (forward checksum {:016x}, recompute "
+        "{:016x})",
+        c.forward_output_checksum, c.recompute_output_checksum);
   }
+  throw RecomputeMismatch(c.block_name, finding, c.debug ? format_traces(c, at) : "", c.debug,
+                          c.debug_dir);
+}
+
+namespace {
+
+constexpr const char* kDebugHint =
+    "set activation_checkpoint.debug = true to print both op traces and save them under "
+    "<dump_folder>/ac_debug/";
+
+std::string unnamed_message(const std::string& where, const std::string& finding) {
+  return fmt::format("activation checkpoint recompute mismatch at {}: {}", where, finding);
+}
+
+}  // namespace
+
+RecomputeMismatch::RecomputeMismatch(std::string block, std::string finding, std::string traces,
+                                     bool debug, std::string debug_dir)
+    : CheckFailure(
+          unnamed_message("block " + block, finding),
+          debug ? "both op traces are printed and saved once the step is named" : kDebugHint),
+      block_(std::move(block)),
+      finding_(std::move(finding)),
+      traces_(std::move(traces)),
+      debug_(debug),
+      debug_dir_(std::move(debug_dir)) {}
+
+RecomputeMismatch::RecomputeMismatch(const RecomputeMismatch& unnamed, int64_t step,
+                                     const std::string& hint)
+    : CheckFailure(
+          unnamed_message(fmt::format("step {}, block {}", step, unnamed.block_), unnamed.finding_),
+          hint),
+      block_(unnamed.block_),
+      finding_(unnamed.finding_),
+      debug_(unnamed.debug_),
+      debug_dir_(unnamed.debug_dir_) {}
+
+RecomputeMismatch RecomputeMismatch::at_step(int64_t step) const {
+  if (!debug_) {
+    return RecomputeMismatch(*this, step, kDebugHint);
+  }
+  const std::string traces =
+      fmt::format("# {} at step {}: ops of the original forward and of the recomputation\n", block_,
+                  step) +
+      traces_;
+  std::cerr << traces;
   std::string hint;
-  if (c.debug) {
-    std::string traces = format_traces(c, at);
-    std::cerr << traces;
-    if (!c.debug_dir.empty()) {
-      write_debug_file(c, traces);
-      hint = fmt::format("both op traces are in {}", debug_file_name(c));
-    }
-  } else {
-    hint =
-        "set activation_checkpoint.debug = true to print both op traces and save them under "
-        "<dump_folder>/ac_debug/";
+  if (!debug_dir_.empty()) {
+    const std::string path = fmt::format("{}/step{}_{}.txt", debug_dir_, step, block_);
+    std::error_code ec;
+    std::filesystem::create_directories(debug_dir_, ec);
+    write_file_atomically(path, traces);
+    hint = fmt::format("both op traces are in {}", path);
   }
-  throw RecomputeMismatch(message, hint);
+  return RecomputeMismatch(*this, step, hint);
 }
 
 }  // namespace titan::ac

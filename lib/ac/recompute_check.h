@@ -12,13 +12,12 @@ namespace titan::ac {
 
 struct RecomputeComparison {
   std::string block_name;  // "layers.3"
-  int64_t step = 0;
   RecomputeCheck check = RecomputeCheck::kDefault;
   const OpTrace* forward = nullptr;
   const OpTrace* recompute = nullptr;
   uint64_t forward_output_checksum = 0;  // bitwise mode
   uint64_t recompute_output_checksum = 0;
-  bool debug = false;     // print both traces and write them under debug_dir
+  bool debug = false;     // the mismatch carries both traces (printed and saved once named)
   std::string debug_dir;  // "" means print only
 };
 
@@ -27,10 +26,9 @@ struct RecomputeComparison {
 // differs at the shorter one's length.
 std::optional<size_t> first_difference(const OpTrace& a, const OpTrace& b, bool compare_checksums);
 
-// Throws RecomputeMismatch naming the step, the block, the position and name of the first
-// differing op and both sides' metadata (or checksums), then how to get more. In debug mode
-// it first prints both traces (first divergent line marked) to stderr and writes them to
-// <debug_dir>/step<N>_<block>.txt. Returns when nothing differs.
+// Throws RecomputeMismatch naming the block, the position and name of the first differing op and
+// both sides' metadata (or checksums); in debug mode it carries both traces (first divergent line
+// marked), for RecomputeMismatch::at_step to print and save. Returns when nothing differs.
 void raise_on_mismatch(const RecomputeComparison& c);
 
 // Both traces, one line per op, the first divergent line marked with ">>".

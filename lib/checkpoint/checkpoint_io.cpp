@@ -29,6 +29,14 @@ struct FileEntry {
   uint64_t checksum = 0;
 };
 
+// The manifest's step, kind, config hash and world size.
+struct ManifestSummary {
+  int64_t step = 0;
+  bool model_only = false;
+  uint64_t config_hash = 0;
+  int64_t world_size = 1;  // "world_size N" in the manifest; absent before data parallelism
+};
+
 struct Manifest {
   ManifestSummary summary;
   std::vector<FileEntry> files;
@@ -251,10 +259,6 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep) 
     if (!ec) removed.push_back(steps[i]);
   }
   return removed;
-}
-
-ManifestSummary read_manifest_summary(const std::string& step_folder) {
-  return read_manifest(step_folder).summary;
 }
 
 CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank) {

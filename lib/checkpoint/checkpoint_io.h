@@ -71,13 +71,4 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
 // checkpoint has no state for leaves `state` default (the caller refuses a world_size change).
 CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0);
 
-// Only the manifest's step, kind and config hash, checked for format (not the files).
-struct ManifestSummary {
-  int64_t step = 0;
-  bool model_only = false;
-  uint64_t config_hash = 0;
-  int64_t world_size = 1;  // "world_size N" in the manifest; absent before data parallelism
-};
-ManifestSummary read_manifest_summary(const std::string& step_folder);
-
 }  // namespace titan

@@ -103,6 +103,16 @@ CheckpointContents full_checkpoint(const torch::nn::Module& module,
   return c;
 }
 
+at::ScalarType export_scalar_type(ExportDtype dtype) {
+  switch (dtype) {
+    case ExportDtype::kFloat32:
+      return at::kFloat;
+    case ExportDtype::kBfloat16:
+      return at::kBFloat16;
+  }
+  throw std::logic_error("unhandled ExportDtype");
+}
+
 std::vector<NamedTensor> parameters_as(const std::vector<NamedTensor>& parameters,
                                        at::ScalarType dtype) {
   std::vector<NamedTensor> out;

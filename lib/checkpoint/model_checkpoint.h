@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_io.h"
+#include "config/enums.h"
 
 namespace titan {
 
@@ -22,6 +23,9 @@ std::vector<NamedTensor> named_parameters(const torch::nn::Module& module);
 // The config fields are left for the caller.
 CheckpointContents full_checkpoint(const torch::nn::Module& module,
                                    const torch::optim::AdamW& optimizer, const TrainState& state);
+
+// The dtype that checkpoint.export_dtype (and `titan-train export --dtype`) writes parameters in.
+at::ScalarType export_scalar_type(ExportDtype dtype);
 
 // The parameters converted to `dtype`, for a model-only save or an export.
 std::vector<NamedTensor> parameters_as(const std::vector<NamedTensor>& parameters,

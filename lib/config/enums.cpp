@@ -3,12 +3,6 @@
 namespace titan {
 
 // Each list is in the enum's declaration order (test_config checks the round trip).
-#define TITAN_ENUM_NAMES(E, ...)                              \
-  template <>                                                 \
-  const std::vector<std::string>& enum_names<E>() {           \
-    static const std::vector<std::string> names{__VA_ARGS__}; \
-    return names;                                             \
-  }
 
 TITAN_ENUM_NAMES(Flavor, "tiny", "debugmodel", "1B", "8B", "70B", "405B")
 TITAN_ENUM_NAMES(DatasetKind, "synthetic", "text", "jsonl", "tokens")
@@ -22,7 +16,5 @@ TITAN_ENUM_NAMES(RecomputeCheck, "default", "bitwise", "none")
 TITAN_ENUM_NAMES(NumericsTrace, "none", "blocks", "ops")
 TITAN_ENUM_NAMES(RerunOn, "none", "nan", "spike", "both")
 TITAN_ENUM_NAMES(RerunAction, "stop", "skip", "continue")
-
-#undef TITAN_ENUM_NAMES
 
 }  // namespace titan

@@ -33,9 +33,19 @@ enum class RecomputeCheck {
   kNone,     // no comparison
 };
 
-// The spellings of E's values, indexed by value. Specialized for each enum above.
+// The spellings of E's values, indexed by value. Specialized for each enum above, and for other
+// libraries' closed sets (the model's and the optimizer's kernels) with TITAN_ENUM_NAMES.
 template <class E>
 const std::vector<std::string>& enum_names();
+
+// Defines enum_names<E>() in a .cpp file (the names in E's declaration order); the header that
+// declares E declares the specialization.
+#define TITAN_ENUM_NAMES(E, ...)                              \
+  template <>                                                 \
+  const std::vector<std::string>& enum_names<E>() {           \
+    static const std::vector<std::string> names{__VA_ARGS__}; \
+    return names;                                             \
+  }
 
 template <class E>
 std::string to_string(E value) {

@@ -130,7 +130,10 @@ bool same_values(const NumericsEntry& a, const NumericsEntry& b) {
   if (a.outputs.size() != b.outputs.size()) return false;
   for (size_t i = 0; i < a.outputs.size(); ++i) {
     const auto &x = a.outputs[i], &y = b.outputs[i];
-    if (x.meta != y.meta || x.hashed != y.hashed || x.checksum != y.checksum) return false;
+    if (x.dtype != y.dtype || x.sizes != y.sizes || x.device != y.device || x.hashed != y.hashed ||
+        x.checksum != y.checksum) {
+      return false;
+    }
   }
   return true;
 }

@@ -25,10 +25,9 @@ std::string describe_stats(const NumericsEntry& e) {
   std::string s;
   for (const auto& o : e.outputs) {
     if (!s.empty()) s += "; ";
-    s += o.meta;
+    s += format_op_output_meta(o);
     if (o.hashed) {
-      const std::string max_abs =
-          o.max_abs == "-" ? "-" : fmt::format("{:.9g}", std::strtod(o.max_abs.c_str(), nullptr));
+      const std::string max_abs = o.max_abs ? fmt::format("{:.9g}", *o.max_abs) : "-";
       s += fmt::format(" checksum {:016x}  max_abs {}", o.checksum, max_abs);
     }
   }
@@ -149,12 +148,11 @@ std::string json_entry(const std::optional<NumericsEntry>& e) {
   if (e->kind == NumericsKind::kOp) {
     out += fmt::format(
         R"(, "block": {}, "position": {}, "op": {}, "outputs": {})", json_string(e->name),
-        e->position, json_string(e->op), json_array(e->outputs, [](const OpOutputText& o) {
-          return fmt::format(
-              R"({{"meta": {}, "checksum": {}, "max_abs": {}}})", json_string(o.meta),
-              o.hashed ? json_string(fmt::format("{:016x}", o.checksum)) : "null",
-              o.hashed && o.max_abs != "-" ? json_number(std::strtod(o.max_abs.c_str(), nullptr))
-                                           : "null");
+        e->position, json_string(e->op), json_array(e->outputs, [](const OpOutput& o) {
+          return fmt::format(R"({{"meta": {}, "checksum": {}, "max_abs": {}}})",
+                             json_string(format_op_output_meta(o)),
+                             o.hashed ? json_string(fmt::format("{:016x}", o.checksum)) : "null",
+                             o.max_abs ? json_number(*o.max_abs) : "null");
         }));
   } else {
     out += fmt::format(R"(, "tensor": {}, "checksum": "{:016x}", "mean": {}, "max_abs": {})",

@@ -36,14 +36,28 @@ TensorStats parse_stats(const std::vector<std::string>& w, size_t from, const st
   return s;
 }
 
-// "f32[2,32,64]" or "f32[2,32,64]:<16 hex>:<max_abs>".
-OpOutputText parse_op_output(const std::string& word, const std::string& path, int64_t line) {
-  OpOutputText out;
-  const size_t colon = word.find(':');
-  out.meta = word.substr(0, colon);
-  if (out.meta.empty() || out.meta.back() != ']') {
-    throw_bad_line(path, line, fmt::format("op output \"{}\" is not dtype[sizes]", word));
+// "f32[2,32,64]" (dtype, sizes, "@device" off the CPU) into `out`.
+void parse_op_meta(const std::string& meta, OpOutput& out, const std::string& path, int64_t line) {
+  const size_t open = meta.find('['), close = meta.find(']');
+  if (open == 0 || open == std::string::npos || close == std::string::npos || close < open ||
+      (close + 1 < meta.size() && meta[close + 1] != '@')) {
+    throw_bad_line(path, line, fmt::format("op output \"{}\" is not dtype[sizes]", meta));
   }
+  out.dtype = meta.substr(0, open);
+  const std::string sizes = meta.substr(open + 1, close - open - 1);
+  if (!sizes.empty()) {
+    for (const auto& size : split_list(sizes, ',')) {
+      out.sizes.push_back(parse_integer(size, "op output size", path, line));
+    }
+  }
+  if (close + 1 < meta.size()) out.device = meta.substr(close + 2);
+}
+
+// "f32[2,32,64]" or "f32[2,32,64]:<16 hex>:<max_abs>".
+OpOutput parse_op_output(const std::string& word, const std::string& path, int64_t line) {
+  OpOutput out;
+  const size_t colon = word.find(':');
+  parse_op_meta(word.substr(0, colon), out, path, line);
   if (colon == std::string::npos) return out;
   const size_t second = word.find(':', colon + 1);
   if (second == std::string::npos) {
@@ -51,9 +65,20 @@ OpOutputText parse_op_output(const std::string& word, const std::string& path, i
   }
   out.hashed = true;
   out.checksum = parse_hex64(word.substr(colon + 1, second - colon - 1), "op checksum", path, line);
-  out.max_abs = word.substr(second + 1);
-  if (out.max_abs != "-") parse_exact_double(out.max_abs, "op max_abs", path, line);
+  const std::string max_abs = word.substr(second + 1);
+  if (max_abs != "-") out.max_abs = parse_exact_double(max_abs, "op max_abs", path, line);
   return out;
+}
+
+std::string format_op_line(const NumericsEntry& e) {
+  std::string line = fmt::format("op {} {} {}", e.name, e.position, e.op);
+  for (const auto& o : e.outputs) {
+    line += " " + format_op_output_meta(o);
+    if (o.hashed) {
+      line += fmt::format(":{:016x}:{}", o.checksum, o.max_abs ? hex_float(*o.max_abs) : "-");
+    }
+  }
+  return line;
 }
 
 class Parser {
@@ -184,22 +209,30 @@ std::string numerics_header(const std::string& level, int64_t freq) {
                      level, freq);
 }
 
-std::string format_forward_line(const std::string& name, const TensorStats& s) {
-  return fmt::format("fwd {} {}", name, format_stats(s));
+std::string format_op_output_meta(const OpOutput& o) {
+  return fmt::format("{}[{}]{}", o.dtype, fmt::join(o.sizes, ","),
+                     o.device.empty() ? "" : "@" + o.device);
 }
 
-std::string format_gradient_line(const std::string& name, const TensorStats& s) {
-  return fmt::format("grad {} {}", name, format_stats(s));
-}
-
-std::string format_op_line(const std::string& block, int64_t position, const std::string& op,
-                           const std::vector<OpOutputText>& outputs) {
-  std::string line = fmt::format("op {} {} {}", block, position, op);
-  for (const auto& o : outputs) {
-    line += " " + o.meta;
-    if (o.hashed) line += fmt::format(":{:016x}:{}", o.checksum, o.max_abs);
+std::string format_numerics_step(const NumericsStep& step, bool with_ops) {
+  std::string out;
+  int64_t micro = -1;
+  for (const auto& e : step.forward) {
+    if (e.micro_batch != micro) {
+      micro = e.micro_batch;
+      out += fmt::format("step {} micro {}\n", step.step, micro);
+    }
+    if (e.kind == NumericsKind::kOp) {
+      if (with_ops) out += format_op_line(e) + "\n";
+    } else {
+      out += fmt::format("fwd {} {}\n", e.name, format_stats(e.stats));
+    }
   }
-  return line;
+  if (!step.gradients.empty()) out += fmt::format("step {} grads\n", step.step);
+  for (const auto& e : step.gradients) {
+    out += fmt::format("grad {} {}\n", e.name, format_stats(e.stats));
+  }
+  return out + fmt::format("end step {}\n", step.step);
 }
 
 NumericsLogFile parse_numerics_log(const std::string& text, const std::string& path) {

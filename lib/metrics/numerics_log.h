@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,24 +41,30 @@ struct TensorStats {
 };
 TensorStats tensor_stats(const at::Tensor& t);
 
-struct OpOutputText {
-  std::string meta;  // "f32[2,32,64]"
+// One output of a traced op. In the file: dtype[sizes] (and @device off the CPU), plus
+// ":checksum:max_abs" when it holds values the op computed (max_abs "-" when not floating).
+struct OpOutput {
+  std::string dtype;  // "f32"
+  std::vector<int64_t> sizes;
+  std::string device;  // "" on the CPU, else "cuda:0"
   bool hashed = false;
-  uint64_t checksum = 0;
-  std::string max_abs;  // hex float, or "-"
+  uint64_t checksum = 0;          // when hashed
+  std::optional<double> max_abs;  // when hashed and floating
 };
+// "f32[2,32,64]", "bf16[4]@cuda:0"
+std::string format_op_output_meta(const OpOutput& o);
 
 enum class NumericsKind { kForward, kOp, kGradient };
 
 struct NumericsEntry {
   NumericsKind kind = NumericsKind::kForward;
-  int64_t micro_batch = 0;            // forward and op entries
-  std::string name;                   // tensor ("layers.1", "output.weight"); for an op, its block
-  int64_t position = -1;              // op: index in the block's op trace
-  std::string op;                     // op: "aten::mm"
-  TensorStats stats;                  // forward and gradient entries
-  std::vector<OpOutputText> outputs;  // op entries
-  int64_t line = 0;                   // 1-based line in the file it was read from
+  int64_t micro_batch = 0;        // forward and op entries
+  std::string name;               // tensor ("layers.1", "output.weight"); for an op, its block
+  int64_t position = -1;          // op: index in the block's op trace
+  std::string op;                 // op: "aten::mm"
+  TensorStats stats;              // forward and gradient entries
+  std::vector<OpOutput> outputs;  // op entries
+  int64_t line = 0;               // 1-based line in the file it was read from; 0 in memory
 };
 
 struct NumericsStep {
@@ -74,12 +81,11 @@ struct NumericsLogFile {
   std::vector<NumericsStep> steps;
 };
 
-// Line formatting, shared by the writer (lib/train/numerics_trace) and tests.
+// The file's text: its header, and one step's lines ("step N micro M" before each micro-batch's
+// entries, "step N grads" before the gradients when there are any, "end step N"), op lines only
+// `with_ops`. Formatting a parsed step gives back its lines.
 std::string numerics_header(const std::string& level, int64_t freq);
-std::string format_forward_line(const std::string& name, const TensorStats& s);
-std::string format_gradient_line(const std::string& name, const TensorStats& s);
-std::string format_op_line(const std::string& block, int64_t position, const std::string& op,
-                           const std::vector<OpOutputText>& outputs);
+std::string format_numerics_step(const NumericsStep& step, bool with_ops);
 
 // Parses numerics.log text. Throws ConfigError naming "<path>:<line>" for anything malformed,
 // including a file cut short (a step without its "end step" line, a last line without newline).

@@ -264,18 +264,6 @@ AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at:
 #endif
 }
 
-const char* attention_kernel_name(AttentionKernel kernel) {
-  switch (kernel) {
-    case AttentionKernel::kFusedAvx2:
-      return "fused_avx2_fma";
-    case AttentionKernel::kBlockedAten:
-      return "blocked_aten";
-    case AttentionKernel::kTorchSdpa:
-      return "torch_sdpa";
-  }
-  return "unknown";
-}
-
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 4 && q.size(2) >= 1 &&
                   fused_kernel_applies(q.size(3), q.scalar_type(), q.device()) &&
@@ -304,5 +292,7 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   TORCH_CHECK(false, "causal_attention: scaled_dot_product_attention needs libtorch 2");
 #endif
 }
+
+TITAN_ENUM_NAMES(AttentionKernel, "fused_avx2_fma", "blocked_aten", "torch_sdpa")
 
 }  // namespace titan

@@ -10,6 +10,11 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
+#include "config/enums.h"
+
 namespace titan {
 
 // Which implementation causal_attention runs. They agree to float rounding, not bitwise.
@@ -19,8 +24,10 @@ enum class AttentionKernel {
   kTorchSdpa,    // at::scaled_dot_product_attention: libtorch 2.x
 };
 AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device);
-// For logs and fingerprint.log's header: "fused_avx2_fma", "blocked_aten", "torch_sdpa".
-const char* attention_kernel_name(AttentionKernel kernel);
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "blocked_aten",
+// "torch_sdpa".
+template <>
+const std::vector<std::string>& enum_names<AttentionKernel>();
 
 // q: (B, H, T, D), k and v: (B, H, T, D) with the kv heads already repeated to H.
 // Returns (B, H, T, D): softmax(q k^T / sqrt(D) + causal mask) v. Differentiable.

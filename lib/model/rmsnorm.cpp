@@ -92,16 +92,6 @@ RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device 
   return fused_applies(dim, dtype, device) ? RmsNormKernel::kFusedAvx2 : RmsNormKernel::kAten;
 }
 
-const char* rms_norm_kernel_name(RmsNormKernel kernel) {
-  switch (kernel) {
-    case RmsNormKernel::kFusedAvx2:
-      return "fused_avx2_fma";
-    case RmsNormKernel::kAten:
-      return "aten";
-  }
-  return "unknown";
-}
-
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   TORCH_CHECK(x.dim() >= 1 && fused_applies(x.size(-1), x.scalar_type(), x.device()),
               "fused_rms_norm: needs float CPU input with a last dim that is a multiple of 8, on "
@@ -124,5 +114,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return normed.to(x.scalar_type()) * weight;
 }
+
+TITAN_ENUM_NAMES(RmsNormKernel, "fused_avx2_fma", "aten")
 
 }  // namespace titan

@@ -3,6 +3,11 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
+#include "config/enums.h"
+
 namespace titan {
 
 // Which implementation rms_norm runs. They agree to float rounding, not bitwise.
@@ -11,8 +16,9 @@ enum class RmsNormKernel {
   kAten,       // ATen's ops: any other dtype, device, CPU or dim
 };
 RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device device);
-// For logs and fingerprint.log's header: "fused_avx2_fma", "aten".
-const char* rms_norm_kernel_name(RmsNormKernel kernel);
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "aten".
+template <>
+const std::vector<std::string>& enum_names<RmsNormKernel>();
 
 // Requires weight of shape (x's last dim). Differentiable in x and weight; the output has x's
 // dtype. Runs the kernel rms_norm_kernel_for picks.

@@ -66,16 +66,6 @@ SwigluKernel swiglu_kernel_for(at::ScalarType dtype, at::Device device) {
   return fused_applies(dtype, device) ? SwigluKernel::kFusedAvx2 : SwigluKernel::kAten;
 }
 
-const char* swiglu_kernel_name(SwigluKernel kernel) {
-  switch (kernel) {
-    case SwigluKernel::kFusedAvx2:
-      return "fused_avx2_fma";
-    case SwigluKernel::kAten:
-      return "aten";
-  }
-  return "unknown";
-}
-
 at::Tensor fused_swiglu(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(fused_applies(a.scalar_type(), a.device()),
               "fused_swiglu: needs float tensors on a CPU with AVX2 and FMA");
@@ -94,5 +84,7 @@ at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   }
   return at::silu(a) * b;
 }
+
+TITAN_ENUM_NAMES(SwigluKernel, "fused_avx2_fma", "aten")
 
 }  // namespace titan

@@ -3,6 +3,11 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
+#include "config/enums.h"
+
 namespace titan {
 
 // Which implementation swiglu runs. They agree to float rounding, not bitwise.
@@ -11,8 +16,9 @@ enum class SwigluKernel {
   kAten,       // at::silu(a) * b: any other dtype, device or CPU
 };
 SwigluKernel swiglu_kernel_for(at::ScalarType dtype, at::Device device);
-// For logs and fingerprint.log's header: "fused_avx2_fma", "aten".
-const char* swiglu_kernel_name(SwigluKernel kernel);
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "aten".
+template <>
+const std::vector<std::string>& enum_names<SwigluKernel>();
 
 // Requires a and b of one shape, dtype and device. Returns silu(a) * b, differentiable in a and b,
 // with the kernel swiglu_kernel_for picks.

@@ -20,7 +20,6 @@ class LRSchedule {
   double factor(int64_t step) const;
 
   int64_t warmup_steps() const { return warmup_; }
-  int64_t stable_steps() const { return stable_; }
   int64_t decay_steps() const { return decay_; }
 
  private:

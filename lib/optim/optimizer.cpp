@@ -29,16 +29,6 @@ AdamWKernel adamw_kernel_for(at::Device device) {
   return device.is_cpu() && cpu_has_avx2_fma() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
 }
 
-const char* adamw_kernel_name(AdamWKernel kernel) {
-  switch (kernel) {
-    case AdamWKernel::kFusedAvx2:
-      return "fused_avx2_fma";
-    case AdamWKernel::kTorch:
-      return "torch";
-  }
-  return "unknown";
-}
-
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
                                                      const OptimizerConfig& config) {
   auto options = torch::optim::AdamWOptions(config.lr)
@@ -64,5 +54,7 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
   return torch::nn::utils::clip_grad_norm_(params, max_norm);
 }
+
+TITAN_ENUM_NAMES(AdamWKernel, "fused_avx2_fma", "torch")
 
 }  // namespace titan

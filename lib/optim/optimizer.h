@@ -18,8 +18,9 @@ enum class AdamWKernel {
 };
 // titan's parameters are float on every device (bf16 autocast computes in bf16, keeps them float).
 AdamWKernel adamw_kernel_for(at::Device device);
-// For logs and fingerprint.log's header: "fused_avx2_fma", "torch".
-const char* adamw_kernel_name(AdamWKernel kernel);
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "torch".
+template <>
+const std::vector<std::string>& enum_names<AdamWKernel>();
 
 // AdamW over `params` with [optimizer] lr, betas, eps and weight_decay (one group, like
 // torchtitan v0.2.2: the same decay for every parameter), its step run by the kernel

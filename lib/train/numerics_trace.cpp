@@ -4,12 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 
-#include "metrics/numerics_log.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -30,34 +26,20 @@ const char* stage_name(ForwardStage stage) {
   return "layers";
 }
 
-OpOutputText op_output_text(const ac::OutputMeta& m) {
-  OpOutputText o;
-  o.meta = ac::describe_meta(m);
-  o.meta.erase(std::remove(o.meta.begin(), o.meta.end(), ' '), o.meta.end());
+OpOutput op_output(const ac::OutputMeta& m) {
+  OpOutput o;
+  o.dtype = ac::dtype_abbreviation(m.dtype);
+  o.sizes.assign(m.sizes.begin(), m.sizes.end());
+  if (!m.device.is_cpu()) o.device = m.device.str();
   o.hashed = m.hashed;
   o.checksum = m.checksum;
-  o.max_abs = at::isFloatingType(m.dtype) ? fmt::format("{:a}", m.max_abs) : "-";
+  if (m.hashed && at::isFloatingType(m.dtype)) o.max_abs = m.max_abs;
   return o;
-}
-
-// numerics.log at level "blocks" has no op lines, even for a step also captured at op level.
-std::string without_op_lines(const std::string& text) {
-  std::string out;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    end = end == std::string::npos ? text.size() : end + 1;
-    if (text.compare(begin, 3, "op ") != 0) out.append(text, begin, end - begin);
-    begin = end;
-  }
-  return out;
 }
 
 }  // namespace
 
-NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq,
-                               std::shared_ptr<ac::CheckpointContext> ac_context)
-    : level_(level), freq_(freq), ac_context_(std::move(ac_context)) {}
+NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
 
 void NumericsTracer::open(const std::string& path, int64_t resume_step) {
   const std::string header = numerics_header(to_string(level_), freq_);
@@ -79,24 +61,12 @@ void NumericsTracer::attach(Transformer& model) {
 }
 
 void NumericsTracer::begin_step(int64_t step, bool capture_ops, bool write_log) {
-  step_ = step;
   logging_ = write_log && level_ != NumericsTrace::kNone && step % freq_ == 0;
   tracing_ = logging_ || capture_ops;
   ops_ = capture_ops || (logging_ && level_ == NumericsTrace::kOps);
   micro_ = -1;
-  lines_.clear();
-}
-
-void NumericsTracer::set_test_perturbation(int64_t step, int64_t layer, int ulps) {
-  perturbation_ = Perturbation{step, layer, ulps > 0 ? Fault::kUlp : Fault::kNone};
-}
-
-void NumericsTracer::set_test_infinity(int64_t step, int64_t layer) {
-  perturbation_ = Perturbation{step, layer, Fault::kInfinity};
-}
-
-void NumericsTracer::set_test_fault_once() {
-  if (perturbation_) perturbation_->once = true;
+  record_ = NumericsStep();
+  record_.step = step;
 }
 
 void NumericsTracer::block_starting(int64_t /*layer*/) {
@@ -105,87 +75,68 @@ void NumericsTracer::block_starting(int64_t /*layer*/) {
   trace_.checksums = true;
   trace_.max_abs = true;
   recorder_ = std::make_unique<ac::TraceRecorder>(trace_);
-  if (ac_context_) ac_context_->observer_trace = &trace_;
 }
 
-void NumericsTracer::perturb(at::Tensor& output) {
-  const bool fire = !(perturbation_->once && perturbation_->fired);
-  perturbation_->fired = true;
-  const Fault fault = fire ? perturbation_->fault : Fault::kNone;
-  at::Tensor x = output.detach();
-  if (perturbation_->fault == Fault::kInfinity) {  // the same ops whether it fires or not
-    at::Tensor delta;
-    {
-      at::DisableRecordFunctionGuard not_traced;
-      at::NoGradGuard no_grad;
-      delta = at::zeros_like(x);
-      if (fault == Fault::kInfinity) delta.view(-1)[0] = INFINITY;
-    }
-    output = output + delta;
-    return;
-  }
-  at::Tensor target;
-  {
-    at::DisableRecordFunctionGuard not_traced;
-    at::NoGradGuard no_grad;
-    target = fault == Fault::kUlp ? at::full_like(output, INFINITY) : x;
-  }
-  output = output + (at::nextafter(x, target) - x);
+void NumericsTracer::add_ops(const std::vector<ac::OpRecord>& ops) {
+  trace_.ops.insert(trace_.ops.end(), ops.begin(), ops.end());
 }
 
 void NumericsTracer::stage_output(ForwardStage stage, int64_t layer, at::Tensor& output) {
-  const bool perturbed = perturbation_ && stage == ForwardStage::kBlock &&
-                         perturbation_->step == step_ && perturbation_->layer == layer;
-  if (perturbed) perturb(output);
+  if (hook_ && stage == ForwardStage::kBlock) hook_->on_block_output(record_.step, layer, output);
   if (!tracing_) return;
   std::string name = stage_name(stage);
   if (stage == ForwardStage::kBlock) name += "." + std::to_string(layer);
-  if (stage == ForwardStage::kEmbedding) {
-    lines_ += fmt::format("step {} micro {}\n", step_, ++micro_);
-  }
+  if (stage == ForwardStage::kEmbedding) ++micro_;
   if (recorder_) {
     recorder_.reset();
-    if (ac_context_) ac_context_->observer_trace = nullptr;
-    write_ops(name);
+    add_op_entries(name);
   }
-  lines_ += format_forward_line(name, tensor_stats(output)) + "\n";
+  NumericsEntry e;
+  e.kind = NumericsKind::kForward;
+  e.micro_batch = micro_;
+  e.name = std::move(name);
+  e.stats = tensor_stats(output);
+  record_.forward.push_back(std::move(e));
 }
 
-void NumericsTracer::write_ops(const std::string& block) {
+void NumericsTracer::add_op_entries(const std::string& block) {
   for (size_t i = 0; i < trace_.ops.size(); ++i) {
     const ac::OpRecord& op = trace_.ops[i];
     if (!op.top_level) continue;  // reflected in its caller's output
-    std::vector<OpOutputText> outputs;
-    for (const auto& m : op.outputs) outputs.push_back(op_output_text(m));
-    lines_ += format_op_line(block, static_cast<int64_t>(i), op.name, outputs) + "\n";
+    NumericsEntry e;
+    e.kind = NumericsKind::kOp;
+    e.micro_batch = micro_;
+    e.name = block;
+    e.position = static_cast<int64_t>(i);
+    e.op = op.name;
+    for (const auto& m : op.outputs) e.outputs.push_back(op_output(m));
+    record_.forward.push_back(std::move(e));
   }
 }
 
 void NumericsTracer::record_gradients() {
   if (!tracing_) return;
-  lines_ += fmt::format("step {} grads\n", step_);
   for (const auto& [name, param] : params_) {
     const at::Tensor& grad = param.grad();
-    lines_ +=
-        format_gradient_line(name, tensor_stats(grad.defined() ? grad : at::zeros_like(param))) +
-        "\n";
+    NumericsEntry e;
+    e.kind = NumericsKind::kGradient;
+    e.name = name;
+    e.stats = tensor_stats(grad.defined() ? grad : at::zeros_like(param));
+    record_.gradients.push_back(std::move(e));
   }
 }
 
-std::string NumericsTracer::end_step() {
-  if (!tracing_) return "";
+std::optional<NumericsStep> NumericsTracer::end_step() {
+  if (!tracing_) return std::nullopt;
   tracing_ = false;
-  std::string text = lines_ + fmt::format("end step {}\n", step_);
-  lines_.clear();
-  if (logging_) file_->write(level_ == NumericsTrace::kOps ? text : without_op_lines(text));
-  return text;
+  if (logging_) file_->write(format_numerics_step(record_, level_ == NumericsTrace::kOps));
+  return std::move(record_);
 }
 
-std::shared_ptr<NumericsTracer> make_numerics_tracer(
-    NumericsTrace level, int64_t freq, Transformer& model, bool for_reruns,
-    std::shared_ptr<ac::CheckpointContext> ac_context) {
+std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_t freq,
+                                                     Transformer& model, bool for_reruns) {
   if (level == NumericsTrace::kNone && !for_reruns) return nullptr;
-  auto tracer = std::make_shared<NumericsTracer>(level, freq, std::move(ac_context));
+  auto tracer = std::make_shared<NumericsTracer>(level, freq);
   tracer->attach(model);
   model->set_forward_observer(tracer);
   return tracer;

@@ -7,10 +7,11 @@
 // checker's op tracer (lib/ac/op_trace.h), a checksum and max abs per op output. Steps not traced
 // cost one branch per stage.
 //
-// The rerun check (lib/train/rerun.h) also asks for op-level traces of single steps, returned to
-// it as text, whatever numerics.log records (or whether it is written at all). With activation
-// checkpointing and its recompute checker, a checked block's ops come from the checker's forward
-// trace (lib/ac/checkpoint.h: CheckpointContext::observer_trace).
+// A step is recorded as a NumericsStep (numbers, not text); the text exists only in the file.
+// The rerun check (lib/train/rerun.h) also asks for op-level records of single steps, whatever
+// numerics.log records (or whether it is written at all). With activation checkpointing and its
+// recompute checker, a checked block's ops come from the checker's forward trace: the tracer is
+// the checker's ac::OpTraceSink.
 #pragma once
 
 #include <cstdint>
@@ -22,18 +23,27 @@
 
 #include "ac/checkpoint.h"
 #include "ac/op_trace.h"
+#include "metrics/numerics_log.h"
 #include "model/llama.h"
 #include "util/files.h"
 
 namespace titan {
 
-class NumericsTracer : public ForwardObserver {
+// A test-only seam (no config key reaches it): called with each block's output inside the
+// block's op trace, before the output is recorded, so that a planted change is traced as one of
+// the block's ops. Production runs install none.
+class BlockOutputHook {
  public:
-  // `level` is what numerics.log records (kNone: no file, traces for the rerun check only).
-  // `ac_context` is the activation checkpointing context of the model's blocks (may be null).
+  virtual ~BlockOutputHook() = default;
+  // May replace `output` (keeping its shape, dtype and device).
+  virtual void on_block_output(int64_t step, int64_t layer, at::Tensor& output) = 0;
+};
+
+class NumericsTracer : public ForwardObserver, public ac::OpTraceSink {
+ public:
+  // `level` is what numerics.log records (kNone: no file, records for the rerun check only).
   // Writes nothing until open().
-  NumericsTracer(NumericsTrace level, int64_t freq,
-                 std::shared_ptr<ac::CheckpointContext> ac_context = nullptr);
+  NumericsTracer(NumericsTrace level, int64_t freq);
   ~NumericsTracer() override;
 
   // Observes `model`'s forwards and remembers its parameters for the gradients.
@@ -51,57 +61,40 @@ class NumericsTracer : public ForwardObserver {
   // Records every parameter's gradient (call before clipping).
   void record_gradients();
   // Ends the step: appends its lines to numerics.log (flushed) when it records this step, and
-  // returns them (numerics.log's format, without the header), op lines included when captured;
-  // "" when the step was not traced.
-  std::string end_step();
+  // returns the step's record, op entries included when captured; nullopt when not traced.
+  std::optional<NumericsStep> end_step();
 
-  // Test-only (no config key reaches it): at `step`, block `layer`'s output x becomes
-  // x + (nextafter(x, target) - x), inside the block's op trace, with target +inf (1 ulp up) when
-  // `ulps` is 1, or x itself (no change, the same ops) when 0: two runs differing only in
-  // `ulps` part at exactly that block and that op.
-  void set_test_perturbation(int64_t step, int64_t layer, int ulps);
-  // Test-only: at `step`, block `layer`'s output gets +inf added to its first element by an
-  // aten::add inside the block's op trace (every execution of the step).
-  void set_test_infinity(int64_t step, int64_t layer);
-  // Test-only: the planted fault fires on the first execution of its step only; later ones
-  // (reruns) run the same ops without changing anything.
-  void set_test_fault_once();
+  // Installs (or, with null, removes) the test-only hook.
+  void set_block_output_hook(std::shared_ptr<BlockOutputHook> hook) { hook_ = std::move(hook); }
 
+  // ForwardObserver
   void block_starting(int64_t layer) override;
   void stage_output(ForwardStage stage, int64_t layer, at::Tensor& output) override;
+  // ac::OpTraceSink: a checked block's forward ops, while this tracer records the block's ops.
+  bool wants_ops() const override { return recorder_ != nullptr; }
+  void add_ops(const std::vector<ac::OpRecord>& ops) override;
 
  private:
-  void perturb(at::Tensor& output);
-  void write_ops(const std::string& block);
+  void add_op_entries(const std::string& block);
 
   NumericsTrace level_;
   int64_t freq_;
-  std::shared_ptr<ac::CheckpointContext> ac_context_;
   bool logging_ = false;            // this step goes to numerics.log
   bool ops_ = false;                // this step records ops
   std::unique_ptr<LineFile> file_;  // numerics.log, whole lines (null until open())
   std::vector<std::pair<std::string, at::Tensor>> params_;  // backward order
-  int64_t step_ = 0;
   bool tracing_ = false;
   int64_t micro_ = -1;
-  std::string lines_;  // the current step's text
-  ac::OpTrace trace_;
+  NumericsStep record_;  // the current step
+  ac::OpTrace trace_;    // the current block's ops
   std::unique_ptr<ac::TraceRecorder> recorder_;
-  enum class Fault { kNone, kUlp, kInfinity };
-  struct Perturbation {
-    int64_t step, layer;
-    Fault fault;
-    bool once = false;
-    bool fired = false;
-  };
-  std::optional<Perturbation> perturbation_;
+  std::shared_ptr<BlockOutputHook> hook_;
 };
 
 // The tracer `level` asks for, attached to `model`; null for "none" unless `for_reruns` (the
 // rerun check needs op traces). Touches no file.
-std::shared_ptr<NumericsTracer> make_numerics_tracer(
-    NumericsTrace level, int64_t freq, Transformer& model, bool for_reruns = false,
-    std::shared_ptr<ac::CheckpointContext> ac_context = nullptr);
+std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_t freq,
+                                                     Transformer& model, bool for_reruns = false);
 
 // Opens <dump_folder>/numerics.log (numerics.rank<N>.log for rank N > 0) for `tracer`, or, when
 // it is null or records nothing, removes one an earlier run left there (compare would read it as

@@ -20,16 +20,11 @@ std::string part_of(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(0, dot);
 }
 
-double parse_hex(const std::string& text) {
-  if (text == "-" || text.empty()) return 0;
-  return std::strtod(text.c_str(), nullptr);  // hex floats, "inf", "nan"
-}
-
 bool entry_non_finite(const NumericsEntry& e) {
   if (e.kind != NumericsKind::kOp)
     return !std::isfinite(e.stats.max_abs) || !std::isfinite(e.stats.mean);
   for (const auto& o : e.outputs) {
-    if (o.hashed && o.max_abs != "-" && !std::isfinite(parse_hex(o.max_abs))) return true;
+    if (o.max_abs && !std::isfinite(*o.max_abs)) return true;
   }
   return false;
 }
@@ -69,8 +64,8 @@ std::vector<BlockExtremes> extremes_by_part(const NumericsStep& step) {
       continue;
     }
     for (const auto& o : e.outputs) {
-      if (!o.hashed || o.max_abs == "-") continue;
-      const double v = parse_hex(o.max_abs);
+      if (!o.max_abs) continue;
+      const double v = *o.max_abs;
       if (std::isnan(p.top_op_value)) continue;  // the first NaN stays
       if (p.top_op.empty() || std::isnan(v) || v > p.top_op_value) {
         p.top_op_value = v;
@@ -92,8 +87,11 @@ std::string describe_difference(const NumericsDifference& d, const std::string& 
     if (e->kind != NumericsKind::kOp) return fmt::format("checksum {:016x}", e->stats.checksum);
     std::string out;
     for (const auto& o : e->outputs) {
-      out += fmt::format("{}{}", out.empty() ? "" : ", ", o.meta);
-      if (o.hashed) out += fmt::format(" checksum {:016x} max_abs {}", o.checksum, o.max_abs);
+      out += fmt::format("{}{}", out.empty() ? "" : ", ", format_op_output_meta(o));
+      if (o.hashed) {
+        out += fmt::format(" checksum {:016x} max_abs {}", o.checksum,
+                           o.max_abs ? fmt::format("{:a}", *o.max_abs) : "-");
+      }
     }
     return out;
   };

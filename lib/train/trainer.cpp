@@ -13,10 +13,8 @@
 #include "determinism/determinism.h"
 #include "distributed/process_group.h"
 #include "metrics/device_stats.h"
-#include "model/causal_attention.h"
-#include "model/rmsnorm.h"
-#include "model/swiglu.h"
 #include "train/memory_check.h"
+#include "util/autocast.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/malloc_tuning.h"
@@ -51,7 +49,7 @@ bool uses_bf16_autocast(const c10::Device& device, MixedPrecision precision) {
 
 }  // namespace
 
-Trainer::Trainer(RunContext& context)
+Trainer::Trainer(const RunContext& context)
     : ctx_(context),
       config_(context.config),
       args_(model_args_for(context.config)),
@@ -66,14 +64,15 @@ Trainer::Trainer(RunContext& context)
   model_->to(ctx_.device);
   model_->init_weights();
   model_->train();
-  ac_context_->debug_dir = config_.job.dump_folder + "/ac_debug";
-  checkpointed_blocks_ =
-      ac::apply_activation_checkpointing(model_, config_.activation_checkpoint, ac_context_);
-  if (RerunMonitor monitor(config_.debug); monitor.armed()) {
-    rerun_ = std::make_unique<RerunMonitor>(monitor);
+  kernels_ = model_kernels(args_, ctx_.device);
+  const bool reruns = RerunCheck::armed(config_.debug);
+  if (reruns) {
+    rerun_ = std::make_unique<RerunCheck>(config_, source_->describe(), ctx_.process_group->rank());
   }
   numerics_ = make_numerics_tracer(config_.debug.numerics_trace, config_.debug.numerics_freq,
-                                   model_, rerun_ != nullptr, ac_context_);
+                                   model_, reruns);
+  checkpointed_blocks_ = ac::apply_activation_checkpointing(
+      model_, config_.activation_checkpoint, config_.job.dump_folder + "/ac_debug", numerics_);
   params_ = model_->parameters();
   optimizer_ = build_optimizer(params_, config_.optimizer);
   step_options_.device = ctx_.device;
@@ -82,14 +81,29 @@ Trainer::Trainer(RunContext& context)
   flops_per_token_ = flops_per_token(args_, t.seq_len);
   ProcessGroup& group = *ctx_.process_group;
   step_options_.data_parallel = group.size();
-  if (group.size() > 1) {
-    reducer_ = std::make_unique<GradientReducer>(group, params_);
-    step_options_.reduce_gradients = [this](at::Tensor& loss_sum) {
-      reducer_->reduce(loss_sum, ac_context_->step);
-    };
+  if (group.size() > 1) reducer_ = std::make_unique<GradientReducer>(group, params_);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, group, model_, *optimizer_);
+  StartPoint start = checkpointer_->resume_or_initialize();
+  if (start.state) {
+    apply(*start.state);
+  } else {
+    step_ = start.step;  // a model-only checkpoint: the data and generators start afresh
   }
-  resume_or_initialize();
+  start_step_ = start.step;
+  start_notes_ = std::move(start.notes);
   check_replicas_agree();
+}
+
+FingerprintHeader Trainer::fingerprint_header() const {
+  const c10::Device& device = ctx_.device;
+  return FingerprintHeader{device.is_cuda() ? "cuda" : "cpu",
+                           hardware_name(device),
+                           config_hash(config_),
+                           ctx_.determinism,
+                           to_string(kernels_.attention),
+                           to_string(kernels_.swiglu),
+                           to_string(kernels_.rms_norm),
+                           to_string(adamw_kernel_for(device))};
 }
 
 void Trainer::check_replicas_agree() {
@@ -125,26 +139,22 @@ void Trainer::adopt_train_timeout() {
 
 Trainer::~Trainer() = default;
 
-void Trainer::start() {
-  open_numerics_log(numerics_.get(), config_.job.dump_folder, ctx_.resume_step,
-                    ctx_.process_group->rank());
-  log_start();
+void Trainer::start(RunOutputs& outputs) {
+  outputs_ = &outputs;
+  log_start(outputs.console());
 }
 
-void Trainer::log_start() const {
+void Trainer::log_start(std::ostream& log) const {
   const auto& t = config_.training;
   const auto& d = ctx_.determinism;
-  std::ostream& log = *ctx_.log;
   log << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config_.model.name,
                      to_string(config_.model.flavor), with_thousands(args_.num_params()),
                      with_thousands(args_.num_params() - args_.num_embedding_params()));
   log << fmt::format(
       "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}\n",
-      attention_kernel_name(attention_kernel_for(args_.head_dim(), at::kFloat, ctx_.device)),
-      args_.head_dim(), swiglu_kernel_name(swiglu_kernel_for(at::kFloat, ctx_.device)),
-      rms_norm_kernel_name(rms_norm_kernel_for(args_.dim, at::kFloat, ctx_.device)),
-      adamw_kernel_name(adamw_kernel_for(ctx_.device)));
+      to_string(kernels_.attention), args_.head_dim(), to_string(kernels_.swiglu),
+      to_string(kernels_.rms_norm), to_string(adamw_kernel_for(ctx_.device)));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx_.device),
                      d.cpu_threads, step_options_.autocast_bf16 ? "bf16 autocast" : "float32",
                      d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
@@ -205,44 +215,53 @@ void Trainer::log_start() const {
   log.flush();
 }
 
-Trainer::ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batches,
-                                            bool capture_ops, bool write_log) {
-  ac_context_->step = step;
+ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batches,
+                                   bool capture_ops, bool write_log) {
   const double lr = config_.optimizer.lr * schedule_.factor(step);
   step_options_.before_clip = nullptr;
+  step_options_.reduce_gradients = nullptr;
+  if (reducer_) {
+    step_options_.reduce_gradients = [this, step](at::Tensor& loss_sum) {
+      reducer_->reduce(loss_sum, step);
+    };
+  }
   if (numerics_) {
     numerics_->begin_step(step, capture_ops, write_log);
     if (numerics_->tracing()) step_options_.before_clip = [this] { numerics_->record_gradients(); };
   }
   ExecutedStep e;
-  e.result = fail_on_nondeterministic_op(
-      step, [&] { return run_step(model_, *optimizer_, params_, batches, lr, step_options_); });
+  try {
+    e.result = fail_on_nondeterministic_op(
+        step, [&] { return run_step(model_, *optimizer_, params_, batches, lr, step_options_); });
+  } catch (const ac::RecomputeMismatch& mismatch) {
+    throw mismatch.at_step(step);  // the backward that found it does not know the step
+  }
   e.result.step = step;
   if (numerics_) {
-    std::string text = numerics_->end_step();
-    if (capture_ops) e.trace = std::move(text);
+    std::optional<NumericsStep> record = numerics_->end_step();
+    if (capture_ops) e.trace = std::move(record);
   }
   return e;
+}
+
+ExecutedStep Trainer::execute_traced(int64_t step, const std::vector<Batch>& batches) {
+  return execute_step(step, batches, true, false);
 }
 
 StepResult Trainer::train_step() {
   const int64_t step = step_ + 1;
   std::optional<Snapshot> before;
-  if (rerun_ && rerun_->keeps_state_before(step)) before = keep_state_before_step();
+  if (rerun_ && rerun_->keeps_state_before(step)) before = rerun_->keep_state(*this);
   std::vector<Batch> micro_batches;
   for (int64_t i = 0; i < plan_.micro_batches; ++i) micro_batches.push_back(loader_->next());
   // A step listed in rerun_steps is traced the first time too, so a difference can be named.
-  const bool trace_original = rerun_ && rerun_->requested(step);
+  const bool trace_original = rerun_ && rerun_->traces_original(step);
   ExecutedStep original = execute_step(step, micro_batches, trace_original, true);
   step_ = step;
   tokens_seen_ += plan_.tokens_per_step;
   StepResult result = original.result;
-  std::optional<RerunTrigger> trigger;
-  if (before) trigger = rerun_->trigger(step, result.loss, result.grad_norm);
-  if (trigger) {
-    result = rerun_step(*trigger, *before, micro_batches, original);
-  } else if (rerun_) {
-    rerun_->accept(result.loss);
+  if (rerun_) {
+    result = rerun_->check(step, before, micro_batches, original, *this, outputs_->console());
   }
   if (!std::isfinite(result.loss) && !result.skipped) {
     const char* what = std::isnan(result.loss) ? "nan" : result.loss > 0 ? "inf" : "-inf";
@@ -255,8 +274,8 @@ StepResult Trainer::train_step() {
     checksum = tensors_checksum(params_);
     checksum_seconds_ += seconds_since(start);
   }
-  ctx_.fingerprint->write_step(step, result.loss, result.grad_norm, result.lr, tokens_seen_,
-                               checksum);
+  outputs_->write_fingerprint(step, result.loss, result.grad_norm, result.lr, tokens_seen_,
+                              checksum);
   return result;
 }
 
@@ -269,21 +288,52 @@ TrainState Trainer::state() const {
   return s;
 }
 
+void Trainer::apply(const TrainState& s) {
+  step_ = s.step;
+  tokens_seen_ = s.tokens_seen;
+  loader_->load_state(s.loader);
+  restore_rng_state(s.rng);
+}
+
 Snapshot Trainer::snapshot() const { return take_snapshot(*model_, *optimizer_, state()); }
 
 void Trainer::restore(const Snapshot& snapshot) {
   restore_snapshot(snapshot, *model_, *optimizer_);
-  step_ = snapshot.state.step;
-  tokens_seen_ = snapshot.state.tokens_seen;
-  loader_->load_state(snapshot.state.loader);
-  restore_rng_state(snapshot.state.rng);
+  apply(snapshot.state);
 }
 
-void Trainer::check_console() {
-  if (console_failed_ || *ctx_.log) return;
-  console_failed_ = true;
-  std::cerr << "titan-train: warning: the console output failed (closed pipe or full device); "
-               "training continues and metrics.jsonl and fingerprint.log keep the record\n";
+uint64_t Trainer::gradients_checksum() const {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  return tensors_checksum(grads);
+}
+
+std::vector<SequenceLoss> Trainer::sequence_losses(const std::vector<Batch>& batches) {
+  at::NoGradGuard no_grad;
+  model_->eval();  // without dropout: the batch's own difficulty
+  std::vector<SequenceLoss> out;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const Batch& b = batches[m];
+    at::Tensor logits;
+    {
+      CudaAutocastScope autocast(step_options_.autocast_bf16, at::kBFloat16);
+      logits = model_->forward(b.inputs.to(ctx_.device));  // (B, T, V)
+    }
+    auto labels = b.labels.to(ctx_.device);
+    auto per_token = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
+                                            labels.flatten(0, 1), {}, at::Reduction::None);
+    auto per_sequence = per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
+    for (int64_t i = 0; i < per_sequence.size(0); ++i) {
+      SequenceLoss s;
+      s.micro_batch = static_cast<int64_t>(m);
+      s.sequence = i;
+      s.loss = per_sequence[i].item<double>();
+      if (static_cast<size_t>(i) < b.sources.size()) s.sources = b.sources[i];
+      out.push_back(std::move(s));
+    }
+  }
+  model_->train();
+  return out;
 }
 
 void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
@@ -307,14 +357,12 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   m.cpu_system_s = (now.system_s - cpu_at_last_log_.system_s) / static_cast<double>(steps);
   m.minor_faults = (now.minor_faults - cpu_at_last_log_.minor_faults) / static_cast<double>(steps);
   cpu_at_last_log_ = now;
-  *ctx_.log << "[titan] " << format_console_line(m) << std::endl;
-  check_console();
-  if (ctx_.metrics) ctx_.metrics->write(m);
+  outputs_->log_step(m);
 }
 
 TrainSummary Trainer::train() {
   TrainSummary summary;
-  std::ostream& log = *ctx_.log;
+  std::ostream& log = outputs_->console();
   if (step_ == 0 && ctx_.device.is_cpu()) {
     // Baseline for activation memory (peak RSS minus this), used by scripts/bench_ac.sh.
     log << fmt::format("[titan] rss before the first step: {:.3f} GiB\n",
@@ -327,7 +375,9 @@ TrainSummary Trainer::train() {
   auto last_log = start;
   int64_t steps_since_log = 0;
   while (step_ < config_.training.steps) {
-    if (stop_requested()) break;
+    if (checkpointer_->stop_requested(
+            step_, [this] { return state(); }, log))
+      break;
     StepResult r = train_step();
     adopt_train_timeout();
     summary.losses.push_back(r.loss);
@@ -337,7 +387,9 @@ TrainSummary Trainer::train() {
       last_log = Clock::now();
       steps_since_log = 0;
     }
-    if (checkpoint_due(r.step)) save_checkpoint_now(r.step == config_.training.steps);
+    if (checkpointer_->due(r.step)) {
+      checkpointer_->save(state(), r.step == config_.training.steps, log);
+    }
   }
   // No rank leaves while another may still need it (rank 0 serves the store).
   if (ctx_.process_group->size() > 1) ctx_.process_group->any_rank(false, "the end-of-run barrier");
@@ -346,7 +398,7 @@ TrainSummary Trainer::train() {
   summary.mean_tps =
       static_cast<double>((step_ - first_step) * plan_.tokens_per_step) / summary.seconds;
   summary.checksum_seconds = checksum_seconds_;
-  summary.reruns = reruns_;
+  summary.reruns = rerun_ ? rerun_->reruns() : 0;
   const int64_t ranks = ctx_.process_group->size();
   log << fmt::format(
       "[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n", summary.steps,
@@ -377,7 +429,7 @@ TrainSummary Trainer::train() {
                      static_cast<double>(summary.steps)));
   }
   if (rerun_ && summary.steps > 0) {
-    log_rerun_cost(summary.seconds / static_cast<double>(summary.steps));
+    rerun_->log_cost(summary.seconds / static_cast<double>(summary.steps), log);
   }
   log.flush();
   return summary;

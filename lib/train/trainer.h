@@ -1,25 +1,32 @@
 // The training loop: builds the model, data and optimizer for a RunContext and runs torchtitan's
 // step (zero grads; accumulate micro-batches with loss = summed cross-entropy / tokens in the
-// step; clip; AdamW; LR schedule) until training.steps.
+// step; clip; AdamW; LR schedule) until training.steps. Checkpointing (train/checkpointer.h),
+// the rerun check (train/rerun_check.h) and the outputs (train/run_outputs.h) are components
+// with their own state; the Trainer owns the train state and applies it one way (apply).
+// Run::open (train/run.h) puts a run together; nothing else constructs a Trainer.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "ac/checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/train_state.h"
 #include "config/config.h"
 #include "data/loader.h"
 #include "metrics/device_stats.h"
+#include "metrics/fingerprint.h"
+#include "model/kernels.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/checkpointer.h"
 #include "train/gradient_reducer.h"
 #include "train/numerics_trace.h"
-#include "train/rerun.h"
+#include "train/rerun_check.h"
 #include "train/run_context.h"
+#include "train/run_outputs.h"
 #include "train/step.h"
 
 namespace titan {
@@ -33,20 +40,22 @@ struct TrainSummary {
   std::vector<double> losses;   // one per step
 };
 
-class Trainer {
+class Trainer : public StepReplay {
  public:
   // Validates what needs the model or data (memory, vocabulary, dataset files) before building
-  // anything heavy; throws ConfigError for those. With checkpoint.enable, resumes from the latest
-  // complete checkpoint (or checkpoint.load_step) and sets context.resume_step; else loads
-  // checkpoint.initial_load_path when set. A damaged checkpoint is RuntimeFailure, one that does
-  // not fit the config ConfigError. Writes nothing: the app opens the context's output sinks
-  // after this succeeds. Requires: `context` outlives the Trainer.
-  explicit Trainer(RunContext& context);
-  ~Trainer();
+  // anything heavy; throws ConfigError for those. Then resumes (Checkpointer::resume_or_initialize)
+  // and checks that every rank starts from the same parameters. Writes nothing. Requires:
+  // `context` outlives the Trainer.
+  explicit Trainer(const RunContext& context);
+  ~Trainer() override;
 
-  // Opens the trainer's own output (numerics.log, or removes a stale one) and logs the start-up
-  // summary. Requires: the context's output sinks are open (the dump folder is locked).
-  void start();
+  // The step the run resumed after (0 for a fresh run), and what fingerprint.log's header says.
+  int64_t resume_step() const { return start_step_; }
+  FingerprintHeader fingerprint_header() const;
+
+  // Logs the start-up summary to `outputs`, which every later step writes to. Requires:
+  // `outputs` outlives the Trainer; called once, before train() or train_step().
+  void start(RunOutputs& outputs);
 
   // Runs the remaining steps, saving checkpoints when enabled (every checkpoint.interval steps
   // and at the last). SIGTERM or SIGINT: with checkpoints, the current step ends, a checkpoint is
@@ -57,58 +66,35 @@ class Trainer {
   TrainSummary train();
 
   // One optimizer step, with its fingerprint.log line. With debug.rerun_* armed, keeps the state
-  // before the step in memory and reruns the step when a trigger fires (lib/train/rerun.h).
+  // before the step in memory and reruns the step when a trigger fires.
   StepResult train_step();
 
-  // The state the next step depends on besides the tensors (RNG states read now).
-  TrainState state() const;
+  // StepReplay: the train state (RNG states read now), snapshots (in-memory copies of everything
+  // the next steps depend on: the steps that follow a restore reproduce those that followed the
+  // snapshot, bit for bit), and re-execution for the rerun check.
+  TrainState state() const override;
+  void apply(const TrainState& state) override;
+  Snapshot snapshot() const override;
+  void restore(const Snapshot& snapshot) override;
+  ExecutedStep execute_traced(int64_t step, const std::vector<Batch>& batches) override;
+  std::vector<SequenceLoss> sequence_losses(const std::vector<Batch>& batches) override;
+  uint64_t gradients_checksum() const override;
 
-  // In-memory copy of everything the next steps depend on, and its restoration: the steps that
-  // follow a restore reproduce those that followed the snapshot, bit for bit.
-  Snapshot snapshot() const;
-  void restore(const Snapshot& snapshot);
-
-  // The numerics.log recorder; null when debug.numerics_trace is "none".
+  // The numerics.log recorder; null when debug.numerics_trace is "none" and no rerun is armed.
   NumericsTracer* numerics_tracer() { return numerics_.get(); }
 
  private:
-  void log_start() const;
-  // Data parallelism: every rank starts from the same parameters (checksums compared once).
+  void log_start(std::ostream& log) const;
   void check_replicas_agree();
   // After step 1 collectives wait comm.train_timeout_seconds instead of the init timeout.
   void adopt_train_timeout();
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
-  // After SIGTERM or SIGINT (util/stop_signal.h): with checkpoints, saves one (unless this step
-  // has one) and returns true; without, throws StoppedBySignal. False when no signal arrived.
-  bool stop_requested();
-  // Checkpoints (trainer_checkpoint.cpp).
-  void resume_or_initialize();
-  void resume_from(int64_t step);
-  void load_initial_weights(const std::string& path);
-  bool checkpoint_due(int64_t step) const;
-  void save_checkpoint_now(bool final_save);
-  // Warns once on stderr when the console stream fails (a closed pipe, a full disk).
-  void check_console();
-  // One execution of step `step` on `batches` from the current state; `trace` holds its
-  // numerics text when it was traced at op level (`capture_ops`), else "".
-  struct ExecutedStep {
-    StepResult result;
-    std::string trace;
-  };
+  // One execution of step `step` on `batches` from the current state; its op-level record when
+  // `capture_ops`; numerics.log lines when `write_log`.
   ExecutedStep execute_step(int64_t step, const std::vector<Batch>& batches, bool capture_ops,
                             bool write_log);
-  // The rerun check (trainer_rerun.cpp). The step has run from `before` on `batches`, and
-  // step_ counts it; reruns it, reports, and applies debug.rerun_action. Returns the step's
-  // result as it stands (skipped: the original's, marked).
-  Snapshot keep_state_before_step();
-  StepResult rerun_step(RerunTrigger trigger, const Snapshot& before,
-                        const std::vector<Batch>& batches, const ExecutedStep& original);
-  StepExecution describe_execution(const std::string& label, const ExecutedStep& e) const;
-  std::vector<SequenceLoss> sequence_losses(const std::vector<Batch>& batches);
-  std::string write_rerun_report(const RerunReport& report) const;
-  void log_rerun_cost(double step_seconds) const;
 
-  RunContext& ctx_;
+  const RunContext& ctx_;
   const Config& config_;  // ctx_.config
   ModelArgs args_;
   BatchPlan plan_;
@@ -118,30 +104,24 @@ class Trainer {
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   LRSchedule schedule_;
-  std::shared_ptr<ac::CheckpointContext> ac_context_ = std::make_shared<ac::CheckpointContext>();
+  ModelKernels kernels_;
   std::vector<std::string> checkpointed_blocks_;
   std::shared_ptr<NumericsTracer> numerics_;
   StepOptions step_options_;
+  std::unique_ptr<GradientReducer> reducer_;  // null for one process
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<RerunCheck> rerun_;  // null when no rerun trigger is armed
+  RunOutputs* outputs_ = nullptr;      // from start()
   double flops_per_token_ = 0;
-  double checksum_seconds_ = 0;
-  CpuUsage cpu_at_last_log_;  // for the per-step CPU time in metrics.jsonl
+  // The train state: step, tokens, and (in the loader and the generators) the rest.
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
-  bool console_failed_ = false;
-  std::string checkpoint_folder_;             // <dump_folder>/<checkpoint.folder>
-  int64_t last_saved_step_ = -1;              // the step of this run's latest checkpoint
-  std::vector<std::string> start_notes_;      // what was loaded, for the start-up log
-  std::unique_ptr<RerunMonitor> rerun_;       // null when no rerun trigger is armed
-  std::unique_ptr<GradientReducer> reducer_;  // null for one process
-  uint64_t initial_checksum_ = 0;             // of the parameters every rank started from
+  int64_t start_step_ = 0;
+  std::vector<std::string> start_notes_;  // what was loaded, for the start-up log
+  uint64_t initial_checksum_ = 0;         // of the parameters every rank started from
   bool train_timeout_adopted_ = false;
-  int64_t exchanges_ = 0;  // store exchanges of this run, for their unique keys
-  struct KeepCost {
-    int64_t steps = 0;
-    double seconds = 0;
-    double bytes = 0;  // of the latest kept state
-  } keep_cost_;
-  int64_t reruns_ = 0;
+  double checksum_seconds_ = 0;
+  CpuUsage cpu_at_last_log_;  // for the per-step CPU time in metrics.jsonl
 };
 
 }  // namespace titan

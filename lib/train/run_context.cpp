@@ -1,36 +1,19 @@
-#include "app/run_context.h"
+#include "train/run_context.h"
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <ostream>
 #include <streambuf>
 
-#include "config/loader.h"
 #include "determinism/determinism.h"
 #include "metrics/device_stats.h"
-#include "model/causal_attention.h"
-#include "model/model_args.h"
-#include "model/rmsnorm.h"
-#include "model/swiglu.h"
-#include "optim/optimizer.h"
 #include "util/error.h"
-#include "util/files.h"
 #include "util/strings.h"
 
 namespace titan {
 namespace {
-
-void create_dump_folder(const std::string& folder) {
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) {
-    throw ConfigError("job.dump_folder", fmt::format("cannot create {}: {}", folder, ec.message()),
-                      "choose a writable folder");
-  }
-}
 
 // The console of a rank LOG_RANK leaves out: accepts and drops everything (and stays good, so
 // the Trainer's check for a failed console stays quiet).
@@ -107,44 +90,6 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.device = resolve_device(c.config.training.device);
   if (options.measure_peak_flops) c.peak_flops = peak_flops(c.device);
   return c;
-}
-
-void open_output_sinks(RunContext& c) {
-  const std::string& folder = c.config.job.dump_folder;
-  const int64_t rank = c.world.rank;
-  // Rank 0 holds the run's lock; the other ranks write nothing before it has it, so that a run
-  // refused for a locked folder leaves the other run's per-rank files alone.
-  std::string refusal;
-  if (rank == 0) {
-    try {
-      create_dump_folder(folder);
-      c.dump_folder_lock = std::make_unique<RunLock>(folder);
-    } catch (const ConfigError& e) {
-      if (c.world.world_size == 1) throw;
-      refusal = e.where() + "\n" + e.message() + "\n" + e.hint();
-    }
-  }
-  if (c.world.world_size > 1) refusal = c.process_group->broadcast("dump_folder_lock", refusal);
-  if (!refusal.empty()) {
-    const auto lines = split_list(refusal, '\n');
-    throw ConfigError(lines.at(0), (rank == 0 ? "" : "(rank 0) ") + lines.at(1), lines.at(2));
-  }
-  if (rank == 0) {
-    write_file_atomically(folder + "/config.toml", to_toml(c.config));
-    c.metrics = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", c.resume_step);
-  }
-  const ModelArgs args = model_args_for_flavor(c.config.model.flavor);
-  FingerprintHeader header{
-      c.device.is_cuda() ? "cuda" : "cpu",
-      hardware_name(c.device),
-      config_hash(c.config),
-      c.determinism,
-      attention_kernel_name(attention_kernel_for(args.head_dim(), at::kFloat, c.device)),
-      swiglu_kernel_name(swiglu_kernel_for(at::kFloat, c.device)),
-      rms_norm_kernel_name(rms_norm_kernel_for(args.dim, at::kFloat, c.device)),
-      adamw_kernel_name(adamw_kernel_for(c.device))};
-  c.fingerprint = std::make_unique<FingerprintLog>(
-      folder + "/" + rank_file_name("fingerprint.log", rank), header, c.resume_step);
 }
 
 }  // namespace titan

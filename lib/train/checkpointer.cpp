@@ -1,5 +1,5 @@
-// The Trainer's checkpoint policy: which checkpoint (or initial weights) a run starts from, when
-// it saves, and what it logs. The folder format is lib/checkpoint's.
+#include "train/checkpointer.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -14,7 +14,6 @@
 #include "determinism/rng_state.h"
 #include "distributed/process_group.h"
 #include "metrics/fingerprint.h"
-#include "train/trainer.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stop_signal.h"
@@ -25,16 +24,6 @@ namespace {
 
 const char* signal_name(int signal) {
   return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-}
-
-at::ScalarType export_scalar_type(ExportDtype dtype) {
-  switch (dtype) {
-    case ExportDtype::kFloat32:
-      return at::kFloat;
-    case ExportDtype::kBfloat16:
-      return at::kBFloat16;
-  }
-  throw std::logic_error("unhandled ExportDtype");
 }
 
 std::string steps_list(const std::vector<int64_t>& steps) {
@@ -60,33 +49,46 @@ std::vector<std::string> changed_keys(const std::string& saved_toml, const std::
 
 }  // namespace
 
-void Trainer::resume_or_initialize() {
+Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
+                           torch::optim::AdamW& optimizer)
+    : config_(config),
+      group_(group),
+      model_(model),
+      optimizer_(optimizer),
+      folder_(config.job.dump_folder + "/" + config.checkpoint.folder) {}
+
+StartPoint Checkpointer::resume_or_initialize() {
+  StartPoint start;
   const auto& c = config_.checkpoint;
-  checkpoint_folder_ = config_.job.dump_folder + "/" + c.folder;
   if (c.enable) {
-    const auto steps = checkpoint_steps(checkpoint_folder_);
+    const auto steps = checkpoint_steps(folder_);
     if (c.load_step >= 0) {
       if (std::find(steps.begin(), steps.end(), c.load_step) == steps.end()) {
         throw ConfigError("checkpoint.load_step",
                           fmt::format("{} has no complete checkpoint step-{} (complete: {})",
-                                      checkpoint_folder_, c.load_step, steps_list(steps)),
+                                      folder_, c.load_step, steps_list(steps)),
                           "pick one of those, or -1 for the latest");
       }
-      return resume_from(c.load_step);
+      resume_from(c.load_step, start);
+      return start;
     }
     // Rank 0's listing decides, so that the ranks resume from the same step.
-    const std::string latest = ctx_.process_group->broadcast(
-        "resume_step", steps.empty() ? "none" : std::to_string(steps.back()));
-    if (latest != "none") return resume_from(std::stoll(latest));
+    const std::string latest =
+        group_.broadcast("resume_step", steps.empty() ? "none" : std::to_string(steps.back()));
+    if (latest != "none") {
+      resume_from(std::stoll(latest), start);
+      return start;
+    }
   }
-  if (!c.initial_load_path.empty()) load_initial_weights(c.initial_load_path);
+  if (!c.initial_load_path.empty()) load_initial_weights(c.initial_load_path, start);
+  return start;
 }
 
-void Trainer::resume_from(int64_t step) {
-  const std::string path = checkpoint_folder_ + "/" + checkpoint_folder_name(step);
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t ranks = ctx_.process_group->size();
-  const CheckpointContents c = load_checkpoint(path, ctx_.process_group->rank());
+void Checkpointer::resume_from(int64_t step, StartPoint& start) {
+  const std::string path = folder_ + "/" + checkpoint_folder_name(step);
+  const auto load_start = std::chrono::steady_clock::now();
+  const int64_t ranks = group_.size();
+  const CheckpointContents c = load_checkpoint(path, group_.rank());
   if (!c.model_only && c.world_size != ranks) {
     throw ConfigError(path,
                       fmt::format("saved by {} {}, but this run has {}: the data position and "
@@ -115,42 +117,38 @@ void Trainer::resume_from(int64_t step) {
   }
   if (c.model_only) {
     load_parameters(*model_, c.model);
-    step_ = c.step;
-    start_notes_.push_back(
+    start.step = c.step;
+    start.notes.push_back(
         fmt::format("checkpoint: {} is the run's final save: nothing to train", path));
-    ctx_.resume_step = step_;
     return;
   }
-  restore_full_checkpoint(c, path + "/optimizer.safetensors", *model_, *optimizer_);
-  step_ = c.state.step;
-  tokens_seen_ = c.state.tokens_seen;
-  loader_->load_state(c.state.loader);
-  restore_rng_state(c.state.rng);
-  last_saved_step_ = step_;
-  ctx_.resume_step = step_;
-  start_notes_.push_back(
-      fmt::format("checkpoint: resumed from {} (step {}), loaded in {:.2f} s", path, step_,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  restore_full_checkpoint(c, path + "/optimizer.safetensors", *model_, optimizer_);
+  start.step = c.state.step;
+  start.state = c.state;
+  last_saved_step_ = start.step;
+  start.notes.push_back(fmt::format(
+      "checkpoint: resumed from {} (step {}), loaded in {:.2f} s", path, start.step,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count()));
   if (c.config_hash != config_hash(config_)) {
     // The config's hyperparameters win over the saved ones; the lr follows the schedule anyway.
-    for (auto& group : optimizer_->param_groups()) {
+    for (auto& group : optimizer_.param_groups()) {
       auto& o = static_cast<torch::optim::AdamWOptions&>(group.options());
       o.betas({config_.optimizer.beta1, config_.optimizer.beta2})
           .eps(config_.optimizer.eps)
           .weight_decay(config_.optimizer.weight_decay);
     }
     auto keys = changed_keys(c.config_toml, path + "/config.toml", config_);
-    start_notes_.push_back(fmt::format(
+    start.notes.push_back(fmt::format(
         "warning: {} was saved with another config; changed: {}; the new values apply from "
         "step {}",
         path,
         keys.empty() ? "(no key: another titan-train version)"
                      : fmt::format("{}", fmt::join(keys, ", ")),
-        step_ + 1));
+        start.step + 1));
   }
 }
 
-void Trainer::load_initial_weights(const std::string& path) {
+void Checkpointer::load_initial_weights(const std::string& path, StartPoint& start) {
   const char* key = "checkpoint.initial_load_path";
   const std::string hint =
       "initial_load_path names a .safetensors file or a checkpoint folder (step-N) holding this "
@@ -170,90 +168,92 @@ void Trainer::load_initial_weights(const std::string& path) {
   }
   check_parameters_match(*model_, tensors, path, hint);
   load_parameters(*model_, tensors);
-  start_notes_.push_back(fmt::format(
-      "initial weights from {} ({} tensors); step 0, fresh optimizer", path, tensors.size()));
+  start.notes.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
+                                    path, tensors.size()));
 }
 
-bool Trainer::checkpoint_due(int64_t step) const {
+bool Checkpointer::due(int64_t step) const {
   const auto& c = config_.checkpoint;
   return c.enable && (step % c.interval == 0 || step == config_.training.steps);
 }
 
-void Trainer::save_checkpoint_now(bool final_save) {
+void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& console) {
   const auto& c = config_.checkpoint;
   const bool model_only = final_save && c.last_save_model_only;
-  ProcessGroup& group = *ctx_.process_group;
+  const int64_t step = state.step;
+  ProcessGroup& group = group_;
   std::vector<TrainState> other_rank_states;
   if (group.size() > 1 && !model_only) {
     // Parameters and optimizer state are replicated: rank 0 saves them with every rank's state.
     const auto states =
-        group.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state()));
+        group.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state));
     for (size_t r = 1; r < states.size(); ++r) {
       other_rank_states.push_back(
           decode_train_state(states[r], fmt::format("rank {}'s train state", r)));
     }
   }
   if (group.rank() != 0) {
-    last_saved_step_ = step_;
+    last_saved_step_ = step;
     return;
   }
   CheckpointContents contents;
   if (model_only) {
     contents.model = parameters_as(named_parameters(*model_), export_scalar_type(c.export_dtype));
   } else {
-    contents = full_checkpoint(*model_, *optimizer_, state());
+    contents = full_checkpoint(*model_, optimizer_, state);
   }
   contents.other_rank_states = std::move(other_rank_states);
   contents.world_size = group.size();
-  contents.step = step_;
+  contents.step = step;
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
   contents.config_toml = to_toml(config_);
   SaveRecord record;
   try {
-    record = save_checkpoint(checkpoint_folder_, contents, [] { return stop_signal_count() >= 2; });
+    record = save_checkpoint(folder_, contents, [] { return stop_signal_count() >= 2; });
   } catch (const WriteAborted&) {
-    const auto steps = checkpoint_steps(checkpoint_folder_);
+    const auto steps = checkpoint_steps(folder_);
     throw StoppedBySignal(
         pending_stop_signal(),
         fmt::format("a second {} aborted the save of step-{}; the complete checkpoints are "
                     "untouched (latest: {})",
-                    signal_name(pending_stop_signal()), step_,
+                    signal_name(pending_stop_signal()), step,
                     steps.empty() ? "none" : checkpoint_folder_name(steps.back())));
   }
-  last_saved_step_ = step_;
-  const auto removed = prune_checkpoints(checkpoint_folder_, c.keep_latest_k);
-  *ctx_.log << fmt::format("[titan] checkpoint: saved {} ({}, {:.1f} MiB) in {:.2f} s{}\n",
-                           record.path, model_only ? "model only" : "full",
-                           static_cast<double>(record.bytes) / (1 << 20), record.seconds,
-                           removed.empty() ? "" : "; removed steps " + steps_list(removed));
-  ctx_.log->flush();
+  last_saved_step_ = step;
+  const auto removed = prune_checkpoints(folder_, c.keep_latest_k);
+  console << fmt::format("[titan] checkpoint: saved {} ({}, {:.1f} MiB) in {:.2f} s{}\n",
+                         record.path, model_only ? "model only" : "full",
+                         static_cast<double>(record.bytes) / (1 << 20), record.seconds,
+                         removed.empty() ? "" : "; removed steps " + steps_list(removed));
+  console.flush();
 }
 
-bool Trainer::stop_requested() {
+bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()>& state,
+                                  std::ostream& console) {
   int signal = pending_stop_signal();
-  ProcessGroup& group = *ctx_.process_group;
+  ProcessGroup& group = group_;
   // Ranks stop together, at the same step, even when the signal reached only some of them.
   if (group.size() > 1 &&
-      group.any_rank(signal != 0, fmt::format("the stop check after step {}", step_)) &&
+      group.any_rank(signal != 0, fmt::format("the stop check after step {}", step)) &&
       signal == 0) {
     signal = SIGTERM;
   }
   if (signal == 0) return false;
   if (!config_.checkpoint.enable) {
     throw StoppedBySignal(
-        signal, step_ == 0 ? fmt::format("stopped by {} before step 1", signal_name(signal))
-                           : fmt::format("stopped by {} after step {}; "
-                                         "metrics.jsonl and fingerprint.log "
-                                         "are complete up to it",
-                                         signal_name(signal), step_));
+        signal, step == 0 ? fmt::format("stopped by {} before step 1", signal_name(signal))
+                          : fmt::format("stopped by {} after step {}; "
+                                        "metrics.jsonl and fingerprint.log "
+                                        "are complete up to it",
+                                        signal_name(signal), step));
   }
-  if (step_ > 0 && last_saved_step_ != step_) save_checkpoint_now(false);
-  *ctx_.log << fmt::format("[titan] stopped by {} after step {}{}\n", signal_name(signal), step_,
-                           step_ > 0 ? fmt::format("; checkpoint step-{} is saved: run the same "
-                                                   "command to resume",
-                                                   step_)
-                                     : "");
+  if (step > 0 && last_saved_step_ != step) save(state(), false, console);
+  console << fmt::format("[titan] stopped by {} after step {}{}\n", signal_name(signal), step,
+                         step > 0 ? fmt::format("; checkpoint step-{} is saved: run the same "
+                                                "command to resume",
+                                                step)
+                                  : "");
   return true;
 }
 

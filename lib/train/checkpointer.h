@@ -1,0 +1,68 @@
+// Checkpointing a run: which checkpoint (or initial weights) it starts from, when it saves, the
+// final model-only save, and what a SIGTERM or SIGINT does (lib/util/stop_signal.h). The folder
+// format is lib/checkpoint's.
+#pragma once
+
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/train_state.h"
+#include "config/config.h"
+#include "distributed/process_group.h"
+#include "model/llama.h"
+
+namespace titan {
+
+// Where a run starts.
+struct StartPoint {
+  int64_t step = 0;                 // the step it resumes after (0: a fresh run)
+  std::optional<TrainState> state;  // a full checkpoint's: the run applies it
+  std::vector<std::string> notes;   // what was loaded, for the start-up log
+};
+
+class Checkpointer {
+ public:
+  // Requires: `group`, `model` and `optimizer` outlive the checkpointer.
+  Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
+               torch::optim::AdamW& optimizer);
+
+  // With checkpoint.enable, loads the latest complete checkpoint (rank 0's listing decides for
+  // every rank), or checkpoint.load_step, into the model and optimizer; else the
+  // checkpoint.initial_load_path weights when set. A damaged checkpoint is RuntimeFailure, one
+  // that does not fit the config ConfigError. Writes nothing.
+  StartPoint resume_or_initialize();
+
+  // Whether step `step` ends with a save (every checkpoint.interval steps and at the last).
+  bool due(int64_t step) const;
+
+  // Saves `state`'s step: a full checkpoint, or (the final save with last_save_model_only) the
+  // model alone in export_dtype. With several ranks every rank calls it (rank 0 writes, with
+  // each rank's TrainState). A second stop signal during the write aborts it: StoppedBySignal.
+  void save(const TrainState& state, bool final_save, std::ostream& console);
+
+  // After SIGTERM or SIGINT reached any rank (the ranks agree, so they stop at the same step):
+  // with checkpoints, saves step `step` unless it is saved already and returns true; without,
+  // throws StoppedBySignal. False when no signal arrived. `state` reads the current TrainState.
+  bool stop_requested(int64_t step, const std::function<TrainState()>& state,
+                      std::ostream& console);
+
+ private:
+  void resume_from(int64_t step, StartPoint& start);
+  void load_initial_weights(const std::string& path, StartPoint& start);
+
+  const Config& config_;
+  ProcessGroup& group_;
+  Transformer& model_;
+  torch::optim::AdamW& optimizer_;
+  std::string folder_;            // <dump_folder>/<checkpoint.folder>
+  int64_t last_saved_step_ = -1;  // this run's latest checkpoint
+  int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
+};
+
+}  // namespace titan

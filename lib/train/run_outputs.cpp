@@ -1,0 +1,84 @@
+#include "train/run_outputs.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <ostream>
+
+#include "config/loader.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+void create_dump_folder(const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    throw ConfigError("job.dump_folder", fmt::format("cannot create {}: {}", folder, ec.message()),
+                      "choose a writable folder");
+  }
+}
+
+// Rank 0 takes the run's lock; the other ranks write nothing before it has it, so that a run
+// refused for a locked folder leaves the other run's per-rank files alone.
+std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c) {
+  const std::string& folder = c.config.job.dump_folder;
+  const int64_t rank = c.world.rank;
+  std::unique_ptr<RunLock> lock;
+  std::string refusal;
+  if (rank == 0) {
+    try {
+      create_dump_folder(folder);
+      lock = std::make_unique<RunLock>(folder);
+    } catch (const ConfigError& e) {
+      if (c.world.world_size == 1) throw;
+      refusal = e.where() + "\n" + e.message() + "\n" + e.hint();
+    }
+  }
+  if (c.world.world_size > 1) refusal = c.process_group->broadcast("dump_folder_lock", refusal);
+  if (!refusal.empty()) {
+    const auto lines = split_list(refusal, '\n');
+    throw ConfigError(lines.at(0), (rank == 0 ? "" : "(rank 0) ") + lines.at(1), lines.at(2));
+  }
+  return lock;
+}
+
+}  // namespace
+
+RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& header,
+                       NumericsTracer* tracer, int64_t resume_step)
+    : context_(context), lock_(lock_dump_folder(context)) {
+  const std::string& folder = context.config.job.dump_folder;
+  const int64_t rank = context.world.rank;
+  if (rank == 0) {
+    write_file_atomically(folder + "/config.toml", to_toml(context.config));
+    metrics_ = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", resume_step);
+  }
+  fingerprint_ = std::make_unique<FingerprintLog>(
+      folder + "/" + rank_file_name("fingerprint.log", rank), header, resume_step);
+  open_numerics_log(tracer, folder, resume_step, context.process_group->rank());
+}
+
+void RunOutputs::log_step(const StepMetrics& m) {
+  console() << "[titan] " << format_console_line(m) << std::endl;
+  check_console();
+  if (metrics_) metrics_->write(m);
+}
+
+void RunOutputs::write_fingerprint(int64_t step, double loss, double grad_norm, double lr,
+                                   int64_t tokens_seen, std::optional<uint64_t> params_checksum) {
+  fingerprint_->write_step(step, loss, grad_norm, lr, tokens_seen, params_checksum);
+}
+
+void RunOutputs::check_console() {
+  if (console_failed_ || console()) return;
+  console_failed_ = true;
+  std::cerr << "titan-train: warning: the console output failed (closed pipe or full device); "
+               "training continues and metrics.jsonl and fingerprint.log keep the record\n";
+}
+
+}  // namespace titan

@@ -1,0 +1,52 @@
+// The run's outputs: its console and the files it writes into job.dump_folder (config.toml,
+// metrics.jsonl, fingerprint.log, numerics.log), opened together and last, once the model, data,
+// optimizer and resume point they describe are built, so that a run that fails to start leaves
+// an earlier run's files untouched.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+
+#include "metrics/fingerprint.h"
+#include "metrics/metrics.h"
+#include "train/numerics_trace.h"
+#include "train/run_context.h"
+#include "util/run_lock.h"
+
+namespace titan {
+
+class RunOutputs {
+ public:
+  // Rank 0 creates the dump folder and locks it (a second run into it is refused: ConfigError,
+  // on every rank), then writes config.toml and opens metrics.jsonl; every rank opens its
+  // fingerprint.log (fingerprint.rank<N>.log) with `header`, and numerics.log for `tracer` (or
+  // removes a stale one; see open_numerics_log). A run resumed after `resume_step` > 0 keeps the
+  // files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file cannot
+  // be written. Requires: `context` outlives the outputs. The lock is held until destruction.
+  RunOutputs(const RunContext& context, const FingerprintHeader& header, NumericsTracer* tracer,
+             int64_t resume_step);
+
+  // This rank's console (silent for ranks LOG_RANK leaves out).
+  std::ostream& console() const { return *context_.log; }
+
+  // A logged step: the console line, then metrics.jsonl's (rank 0). When the console fails (a
+  // closed pipe, a full disk) it warns once on stderr and training goes on.
+  void log_step(const StepMetrics& metrics);
+
+  // Every step's fingerprint.log line (see FingerprintLog::write_step).
+  void write_fingerprint(int64_t step, double loss, double grad_norm, double lr,
+                         int64_t tokens_seen, std::optional<uint64_t> params_checksum);
+
+ private:
+  void check_console();
+
+  const RunContext& context_;
+  std::unique_ptr<RunLock> lock_;         // rank 0
+  std::unique_ptr<JsonlWriter> metrics_;  // rank 0
+  std::unique_ptr<FingerprintLog> fingerprint_;
+  bool console_failed_ = false;
+};
+
+}  // namespace titan

@@ -1,0 +1,61 @@
+#include "fault_injection.h"
+
+#include <ATen/record_function.h>
+
+#include <cmath>
+
+namespace titan::test {
+namespace {
+
+enum class Fault { kNone, kUlp, kInfinity };
+
+class PlantedFault : public BlockOutputHook {
+ public:
+  PlantedFault(int64_t step, int64_t layer, Fault fault, bool once)
+      : step_(step), layer_(layer), fault_(fault), once_(once) {}
+
+  void on_block_output(int64_t step, int64_t layer, at::Tensor& output) override {
+    if (step != step_ || layer != layer_) return;
+    const bool fire = !(once_ && fired_);
+    fired_ = true;
+    const Fault fault = fire ? fault_ : Fault::kNone;
+    at::Tensor x = output.detach();
+    if (fault_ == Fault::kInfinity) {  // the same ops whether it fires or not
+      at::Tensor delta;
+      {
+        at::DisableRecordFunctionGuard not_traced;
+        at::NoGradGuard no_grad;
+        delta = at::zeros_like(x);
+        if (fault == Fault::kInfinity) delta.view(-1)[0] = INFINITY;
+      }
+      output = output + delta;
+      return;
+    }
+    at::Tensor target;
+    {
+      at::DisableRecordFunctionGuard not_traced;
+      at::NoGradGuard no_grad;
+      target = fault == Fault::kUlp ? at::full_like(output, INFINITY) : x;
+    }
+    output = output + (at::nextafter(x, target) - x);
+  }
+
+ private:
+  int64_t step_, layer_;
+  Fault fault_;
+  bool once_;
+  bool fired_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<BlockOutputHook> ulp_perturbation(int64_t step, int64_t layer, int ulps,
+                                                  bool once) {
+  return std::make_shared<PlantedFault>(step, layer, ulps > 0 ? Fault::kUlp : Fault::kNone, once);
+}
+
+std::shared_ptr<BlockOutputHook> infinity_fault(int64_t step, int64_t layer, bool once) {
+  return std::make_shared<PlantedFault>(step, layer, Fault::kInfinity, once);
+}
+
+}  // namespace titan::test
