@@ -50,7 +50,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-TEST_CASE("malloc tuning: on by default it cuts the page faults of each step; env turns it off",
+TEST_CASE("malloc tuning: on by default it cuts the page faults of each step, and env turns it off",
           "[perf]") {
   FaultRun tuned = steady_faults("", "malloc_tuned");
   FaultRun plain = steady_faults("TITAN_MALLOC_TUNING=0", "malloc_plain");

@@ -156,8 +156,8 @@ TEST_CASE("determinism: the start block lists every setting, tagged", "[determin
 
 // The kernel set is chosen when OpenBLAS loads, so only a new process can show another one.
 TEST_CASE(
-    "determinism: the start block names the OpenBLAS kernels and OPENBLAS_CORETYPE; other kernels "
-    "give other bits",
+    "determinism: the start block names the OpenBLAS kernels and OPENBLAS_CORETYPE, and other "
+    "kernels give other bits",
     "[determinism][cli]") {
 #if !defined(__x86_64__)
   TITAN_SKIP("SKIPPED: the kernel names below are x86-64 OpenBLAS's");
