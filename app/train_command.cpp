@@ -8,6 +8,7 @@
 
 #include "config/loader.h"
 #include "train/run.h"
+#include "util/build_info.h"
 #include "util/error.h"
 #include "util/stop_signal.h"
 
@@ -20,8 +21,9 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
       out << help_text();
       return kExitOk;
     case CliAction::kVersion:
-      out << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\n", TITAN_VERSION,
-                         TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no");
+      out << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\ncuda compiled in: {}\n",
+                         TITAN_VERSION, TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no",
+                         kCudaCompiledIn ? "yes" : "no");
       return kExitOk;
     case CliAction::kPrintConfig:
       out << to_toml(request.config);

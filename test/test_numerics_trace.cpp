@@ -61,8 +61,8 @@ NumericsEntry op_entry(int64_t position, const std::string& op, uint64_t checksu
 // ulp up (ulps 1) at step 2.
 void train_perturbed(const std::string& dir, const std::string& level, int64_t layer, int ulps) {
   auto run = test::start_run(traced_config(dir, level));
-  REQUIRE(run->trainer->numerics_tracer() != nullptr);
-  run->trainer->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(2, layer, ulps));
+  REQUIRE(run->run->numerics_tracer() != nullptr);
+  run->run->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(2, layer, ulps));
   run->trainer->train();
 }
 

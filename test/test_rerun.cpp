@@ -56,7 +56,7 @@ TEST_CASE("rerun: an infinity planted in layers.1 at step 3 is reproducible, its
     c.activation_checkpoint.mode = mode;
     c.activation_checkpoint.determinism_check = RecomputeCheck::kBitwise;
     auto run = test::start_run(c);
-    run->trainer->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 1));
+    run->run->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 1));
     const std::string error = train_error(*run);
     INFO("AC " << to_string(mode) << "\n" << run->log.str());
     CHECK_THAT(error, Catch::Contains("step 3") && Catch::Contains("reproducible") &&
@@ -83,7 +83,7 @@ TEST_CASE("rerun: a one-shot perturbation of a traced step is not reproducible, 
   Config c = rerun_config(dir);
   c.debug.rerun_steps = {3};
   auto run = test::start_run(c);
-  run->trainer->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(3, 0, 1, true));
+  run->run->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(3, 0, 1, true));
   CHECK(train_error(*run).empty());
   const std::string report = report_of(dir, 3);
   CHECK_THAT(report, Catch::Contains("outcome: not reproducible\n") &&
@@ -103,7 +103,7 @@ TEST_CASE("rerun: a one-shot infinity under rerun_on nan is transient, and conti
   c.debug.rerun_on = RerunOn::kNan;
   c.debug.rerun_action = RerunAction::kContinue;
   auto run = test::start_run(c);
-  run->trainer->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 0, true));
+  run->run->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 0, true));
   CHECK(train_error(*run).empty());  // the rerun's finite result was kept
   const std::string report = report_of(dir, 3);
   CHECK_THAT(report, Catch::Contains("outcome: not reproducible\n") &&

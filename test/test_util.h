@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "train/run.h"
+#include "train/trainer.h"
 
 namespace titan::test {
 

@@ -83,8 +83,9 @@ struct ParallelismConfig {
 };
 
 struct CommConfig {
-  int64_t init_timeout_seconds = 300;   // rendezvous and collectives up to the end of step 1
-  int64_t train_timeout_seconds = 100;  // collectives after step 1
+  CommBackend backend = CommBackend::kAuto;  // auto: nccl on CUDA, gloo on CPU; one process: none
+  int64_t init_timeout_seconds = 300;        // rendezvous and collectives up to the end of step 1
+  int64_t train_timeout_seconds = 100;       // collectives after step 1
 };
 
 struct ActivationCheckpointConfig {

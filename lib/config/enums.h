@@ -16,6 +16,8 @@ enum class Flavor { kTiny, kDebugModel, k1B, k8B, k70B, k405B };
 enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens };
 enum class TokenDtype { kUint16, kUint32 };
 enum class DeviceChoice { kAuto, kCpu, kCuda };
+// [comm] backend: the collectives of several processes (see lib/distributed/process_group.h).
+enum class CommBackend { kAuto, kGloo, kNccl };
 enum class MixedPrecision { kBfloat16, kFloat32 };
 enum class DecayType { kLinear, kSqrt, kCosine };
 enum class ExportDtype { kFloat32, kBfloat16 };
@@ -70,6 +72,8 @@ template <>
 const std::vector<std::string>& enum_names<TokenDtype>();
 template <>
 const std::vector<std::string>& enum_names<DeviceChoice>();
+template <>
+const std::vector<std::string>& enum_names<CommBackend>();
 template <>
 const std::vector<std::string>& enum_names<MixedPrecision>();
 template <>

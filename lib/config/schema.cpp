@@ -210,6 +210,10 @@ std::vector<FieldSpec> config_fields(Config& c) {
       field("activation_checkpoint", "debug", &ac.debug,
             "On a recompute mismatch, print and save both op traces"),
 
+      not_hashed(enum_field("comm", "backend", &c.comm.backend,
+                            "Collectives between processes: auto (nccl on CUDA, gloo on CPU; "
+                            "none for one process), gloo, or nccl (these two also for one "
+                            "process: a check of the backend's path)")),
       not_hashed(at_least(field("comm", "init_timeout_seconds", &c.comm.init_timeout_seconds,
                                 "Seconds every rank may take to arrive at the rendezvous, and "
                                 "collectives may wait up to the end of step 1"),

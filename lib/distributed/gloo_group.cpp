@@ -1,50 +1,14 @@
-// Contract in gloo_group.h. Failure diagnosis: each rank bumps its counter "heartbeat/<rank>" in
-// the store twice a second from a thread of its own (with its own store connection); when a
-// collective or store call fails, the rank watches the counters for a moment and names those
-// that stopped. Rank 0 serves the store, so when the store itself is gone, rank 0 is.
+// Contract in gloo_group.h; the rendezvous, heartbeats and guards are StoreGroup's.
 #include "distributed/gloo_group.h"
 
-#include <fmt/format.h>
-#include <torch/version.h>
-
-#include <atomic>
-#include <condition_variable>
 #include <cstdlib>
-#include <mutex>
-#include <thread>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "util/error.h"
+#include "distributed/store_group.h"
 #include "util/strings.h"
 
 namespace titan {
 namespace {
-
-using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
-
-constexpr milliseconds kHeartbeatPeriod{500};
-constexpr milliseconds kHeartbeatWatch{2000};  // a rank silent this long is gone
-
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string from_bytes(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
-std::string heartbeat_key(int64_t rank) { return fmt::format("heartbeat/{}", rank); }
-
-c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldInfo& w, bool server,
-                                                 milliseconds timeout) {
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(w.master_port);
-  o.isServer = server;
-  o.waitWorkers = false;  // arrival is checked below, so that a late rank can be named
-  o.timeout = timeout;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  o.useLibUV = false;  // Debian's libtorch is built without libuv
-#endif
-  return c10::make_intrusive<c10d::TCPStore>(w.master_addr, o);
-}
 
 // Gloo's device: loopback when the store is on this machine's loopback (all traffic stays
 // there), the interface GLOO_SOCKET_IFNAME names (as PyTorch honours it), else this host's name.
@@ -58,227 +22,34 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorldInfo& w) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-// Bumps this rank's heartbeat counter until destroyed. Errors (rank 0's store gone at the end
-// of a run, or in a failure) end the thread quietly: the main thread reports what matters.
-class Heartbeat {
+class GlooGroup : public StoreGroup {
  public:
-  Heartbeat(const WorldInfo& w, milliseconds timeout)
-      : store_(connect_store(w, false, timeout)), key_(heartbeat_key(w.rank)) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
+  GlooGroup(const WorldInfo& world, const CommConfig& comm) : StoreGroup(world, comm) {
+    build_backend(timeout());
   }
 
- private:
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      try {
-        store_->add(key_, 1);
-      } catch (const std::exception&) {
-        return;
-      }
-      wake_.wait_for(lock, kHeartbeatPeriod, [this] { return stop_; });
-    }
-  }
-
-  c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::string key_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
-class GlooGroup;
-
-class GlooPending : public PendingCollective {
- public:
-  GlooPending(GlooGroup& group, c10::intrusive_ptr<c10d::Work> work, std::string what)
-      : group_(group), work_(std::move(work)), what_(std::move(what)) {}
-  void wait() override;
-
- private:
-  GlooGroup& group_;
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::string what_;
-};
-
-class GlooGroup : public ProcessGroup {
- public:
-  GlooGroup(const WorldInfo& world, const CommConfig& comm)
-      : world_(world), timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
-    store_ = open_store();
-    wait_for_all_ranks();
-    heartbeat_ = std::make_unique<Heartbeat>(world_, timeout_);
-    gloo_ = make_gloo(timeout_);
-  }
-
-  int64_t rank() const override { return world_.rank; }
-  int64_t size() const override { return world_.world_size; }
   std::string backend() const override { return "gloo"; }
 
-  std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor tensor,
-                                                          const std::string& what) override {
-    std::vector<at::Tensor> tensors{std::move(tensor)};
-    return guarded(what, [&] {
-      return std::make_unique<GlooPending>(*this, gloo_->allreduce(tensors), what);
+ protected:
+  void build_backend(std::chrono::milliseconds timeout) override {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(gloo_device(world()));
+    auto store = prefixed_store("gloo");
+    gloo_ = guarded("building the Gloo group", [&] {
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(rank()),
+                                                         static_cast<int>(size()), options);
     });
   }
 
-  bool any_rank(bool flag, const std::string& what) override {
-    at::Tensor t = at::full({1}, flag ? 1 : 0, at::kInt);
-    all_reduce_sum(t, what);
-    return t.item<int>() > 0;
+  c10::intrusive_ptr<c10d::Work> all_reduce(std::vector<at::Tensor>& tensors) override {
+    return gloo_->allreduce(tensors);
   }
 
-  std::string broadcast(const std::string& key, const std::string& value) override {
-    return guarded("the exchange of " + key, [&] {
-      if (world_.rank == 0) store_->set("broadcast/" + key, to_bytes(value));
-      return from_bytes(store_->get("broadcast/" + key));
-    });
-  }
-
-  std::vector<std::string> gather(const std::string& key, const std::string& value) override {
-    return guarded("the exchange of " + key, [&] {
-      store_->set(fmt::format("gather/{}/{}", key, world_.rank), to_bytes(value));
-      std::vector<std::string> values;
-      if (world_.rank != 0) return values;
-      for (int64_t r = 0; r < world_.world_size; ++r) {
-        values.push_back(from_bytes(store_->get(fmt::format("gather/{}/{}", key, r))));
-      }
-      return values;
-    });
-  }
-
-  void set_timeout(std::chrono::seconds timeout) override {
-    if (milliseconds(timeout) == timeout_) return;
-    timeout_ = timeout;
-    store_->setTimeout(timeout_);
-    // Gloo fixes a group's timeout when it is built: every rank builds the next one together.
-    gloo_ = make_gloo(timeout_);
-  }
-
-  // Runs fn(); any failure becomes a RuntimeFailure naming `what` and the rank(s) gone.
-  template <class Fn>
-  auto guarded(const std::string& what, Fn fn) -> decltype(fn()) {
-    try {
-      return fn();
-    } catch (const RuntimeFailure&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw RuntimeFailure(fmt::format("rank {} of {}: {} failed: {} ({})", world_.rank,
-                                       world_.world_size, what, diagnose(), first_line(e.what())),
-                           "each rank's own output tells why it stopped; with checkpoint.enable "
-                           "the same command resumes from the latest checkpoint");
-    }
-  }
+  at::Device flag_device() const override { return at::kCPU; }
 
  private:
-  std::string where() const { return fmt::format("{}:{}", world_.master_addr, world_.master_port); }
-
-  c10::intrusive_ptr<c10d::TCPStore> open_store() {
-    try {
-      return connect_store(world_, world_.rank == 0, timeout_);
-    } catch (const std::exception& e) {
-      if (world_.rank == 0) {
-        throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
-                                         world_.master_port, first_line(e.what())),
-                             "another run may be using the port: set MASTER_PORT to a free one");
-      }
-      throw RuntimeFailure(
-          fmt::format("rank {} of {}: rank 0 did not arrive: its rendezvous store at {} did not "
-                      "answer within comm.init_timeout_seconds = {} s ({})",
-                      world_.rank, world_.world_size, where(), timeout_.count() / 1000,
-                      first_line(e.what())),
-          "start rank 0 too, with the same MASTER_ADDR and MASTER_PORT");
-    }
-  }
-
-  void wait_for_all_ranks() {
-    store_->set(fmt::format("arrived/{}", world_.rank), to_bytes("1"));
-    const auto deadline = Clock::now() + timeout_;
-    for (;;) {
-      std::vector<int64_t> missing;
-      for (int64_t r = 0; r < world_.world_size; ++r) {
-        if (!store_->check({fmt::format("arrived/{}", r)})) missing.push_back(r);
-      }
-      if (missing.empty()) return;
-      if (Clock::now() > deadline) {
-        throw RuntimeFailure(
-            fmt::format("rank {} of {}: {} {} did not arrive at the rendezvous ({}) within "
-                        "comm.init_timeout_seconds = {} s",
-                        world_.rank, world_.world_size, missing.size() == 1 ? "rank" : "ranks",
-                        join_integers(missing, ", "), where(), timeout_.count() / 1000),
-            "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or "
-            "SLURM_NTASKS)");
-      }
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-  }
-
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo(milliseconds timeout) {
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(gloo_device(world_));
-    auto prefixed =
-        c10::make_intrusive<c10d::PrefixStore>(fmt::format("gloo/{}", generation_++), store_);
-    return guarded("building the Gloo group", [&] {
-      return c10::make_intrusive<c10d::ProcessGroupGloo>(
-          prefixed, static_cast<int>(world_.rank), static_cast<int>(world_.world_size), options);
-    });
-  }
-
-  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-  std::vector<int64_t> read_heartbeats() {
-    std::vector<int64_t> beats;
-    for (int64_t r = 0; r < world_.world_size; ++r)
-      beats.push_back(store_->add(heartbeat_key(r), 0));
-    return beats;
-  }
-
-  // Which ranks are gone, from their heartbeats (or the store's absence).
-  std::string diagnose() {
-    try {
-      const auto before = read_heartbeats();
-      std::this_thread::sleep_for(kHeartbeatWatch);
-      const auto after = read_heartbeats();
-      std::vector<int64_t> gone;
-      for (int64_t r = 0; r < world_.world_size; ++r) {
-        if (r != world_.rank && after[r] == before[r]) gone.push_back(r);
-      }
-      if (gone.empty()) {
-        return "every rank still beats: one is stuck or slower than the timeout";
-      }
-      return fmt::format("{} {} {} gone (no heartbeat for {:.1f} s)",
-                         gone.size() == 1 ? "rank" : "ranks", join_integers(gone, ", "),
-                         gone.size() == 1 ? "is" : "are", kHeartbeatWatch.count() / 1000.0);
-    } catch (const std::exception&) {
-      if (world_.rank == 0) return "the rendezvous store stopped answering";
-      return fmt::format("rank 0 is gone (its rendezvous store at {} stopped answering)", where());
-    }
-  }
-
-  WorldInfo world_;
-  milliseconds timeout_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::unique_ptr<Heartbeat> heartbeat_;
-  int generation_ = 0;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
 };
-
-void GlooPending::wait() {
-  group_.guarded(what_, [&] {
-    work_->wait();
-    return 0;
-  });
-}
 
 }  // namespace
 

@@ -1,6 +1,13 @@
 #include "distributed/process_group.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+
 #include "distributed/gloo_group.h"
+#include "distributed/nccl_group.h"
+#include "util/error.h"
 
 namespace titan {
 namespace {
@@ -26,11 +33,93 @@ class SingleProcessGroup : public ProcessGroup {
   void set_timeout(std::chrono::seconds) override {}
 };
 
+// NAME=value, set unless the environment has it; "NAME=value (origin)".
+std::string set_default_env(const char* name, const char* value) {
+  if (const char* user = std::getenv(name); user && *user) {
+    return fmt::format("{}={} (kept from the environment)", name, user);
+  }
+  ::setenv(name, value, 1);
+  return fmt::format("{}={} (set by titan-train)", name, value);
+}
+
 }  // namespace
 
-std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm) {
-  if (world.world_size == 1) return std::make_unique<SingleProcessGroup>();
-  return make_gloo_group(world, comm);
+GroupBackend choose_backend(CommBackend requested, int64_t world_size, const c10::Device& device,
+                            bool nccl_built) {
+  const char* key = "comm.backend";
+  switch (requested) {
+    case CommBackend::kAuto:
+      if (world_size == 1) return GroupBackend::kSingle;
+      return choose_backend(device.is_cuda() ? CommBackend::kNccl : CommBackend::kGloo, world_size,
+                            device, nccl_built);
+    case CommBackend::kGloo:
+      if (device.is_cuda()) {
+        throw ConfigError(key, "\"gloo\" does not sum CUDA tensors in titan-train",
+                          "use comm.backend = \"nccl\" (or \"auto\") on CUDA, or "
+                          "training.device = \"cpu\"");
+      }
+      return GroupBackend::kGloo;
+    case CommBackend::kNccl:
+      if (!device.is_cuda()) {
+        throw ConfigError(key, "\"nccl\" needs a CUDA device, and this run trains on the CPU",
+                          "use comm.backend = \"gloo\" (or \"auto\") on the CPU");
+      }
+      if (!nccl_built) {
+        throw ConfigError(key, "this titan-train was built without NCCL",
+                          "build against a CUDA libtorch with NCCL (README: building against a "
+                          "CUDA libtorch)");
+      }
+      return GroupBackend::kNccl;
+  }
+  throw std::logic_error("unhandled CommBackend");
+}
+
+int64_t cuda_device_for(const WorldInfo& world, int64_t device_count) {
+  if (world.local_world_size <= device_count) return world.local_rank;
+  if (device_count == 1) return 0;  // the launcher gave each process a device of its own
+  throw ConfigError(
+      "training.device",
+      fmt::format("{} processes on this node (LOCAL_WORLD_SIZE) but this process sees {} CUDA "
+                  "devices: two ranks would share one",
+                  world.local_world_size, device_count),
+      "start at most one process per GPU (torchrun --nproc-per-node, Slurm --ntasks-per-node), "
+      "or show each process one GPU of its own (Slurm --gpus-per-task=1)");
+}
+
+std::string shared_device_conflict(const std::vector<std::string>& devices) {
+  std::map<std::string, size_t> first_rank;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    auto [it, inserted] = first_rank.emplace(devices[r], r);
+    if (!inserted) {
+      return fmt::format("ranks {} and {} both train on {}", it->second, r, devices[r]);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> apply_nccl_environment(bool deterministic) {
+  std::vector<std::string> settings{set_default_env("TORCH_NCCL_BLOCKING_WAIT", "1")};
+  const std::pair<const char*, const char*> ordering[] = {{"NCCL_ALGO", "Ring"},
+                                                          {"NCCL_PROTO", "Simple"}};
+  for (const auto& [name, value] : ordering) {
+    const char* user = std::getenv(name);
+    if (deterministic || (user && *user)) settings.push_back(set_default_env(name, value));
+  }
+  return settings;
+}
+
+std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm,
+                                                 GroupBackend backend, const c10::Device& device,
+                                                 bool deterministic) {
+  switch (backend) {
+    case GroupBackend::kSingle:
+      return std::make_unique<SingleProcessGroup>();
+    case GroupBackend::kGloo:
+      return make_gloo_group(world, comm);
+    case GroupBackend::kNccl:
+      return make_nccl_group(world, comm, device, apply_nccl_environment(deterministic));
+  }
+  throw std::logic_error("unhandled GroupBackend");
 }
 
 }  // namespace titan

@@ -1,13 +1,14 @@
 // The processes of one run and the collectives between them.
 //
 // One process: a group of one, every collective the identity. Several (WorldInfo.world_size > 1):
-// a c10d group, Gloo on CPU, whose rank 0 serves the rendezvous store (c10d::TCPStore) at
-// MASTER_ADDR:MASTER_PORT. Every collective is guarded: when a rank dies or stops answering,
-// the others throw RuntimeFailure naming it (from heartbeats each rank keeps in the store) within
-// the timeout, instead of hanging.
+// a c10d group, Gloo on CPU and NCCL on CUDA (comm.backend), whose rank 0 serves the rendezvous
+// store (c10d::TCPStore) at MASTER_ADDR:MASTER_PORT. Every collective is guarded: when a rank dies
+// or stops answering, the others throw RuntimeFailure naming it (from heartbeats each rank keeps in
+// the store) within the timeout, instead of hanging.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/Device.h>
 
 #include <chrono>
 #include <cstdint>
@@ -34,8 +35,12 @@ class ProcessGroup {
 
   virtual int64_t rank() const = 0;
   virtual int64_t size() const = 0;
-  // "gloo" or "single".
+  // "gloo", "nccl" or "single".
   virtual std::string backend() const = 0;
+  // For fingerprint.log's header, what decides how the backend orders its sums:
+  // "nccl NCCL_ALGO=Ring NCCL_PROTO=Simple", or "nccl" when NCCL chooses; "" for the Gloo and
+  // single-process groups (their sums are fixed by the rank order).
+  virtual std::string numerics_settings() const { return ""; }
 
   // Starts summing `tensor` over the ranks, in place; `what` names the collective in errors
   // ("the gradient all-reduce of step 3"). Requires: every rank calls it with tensors of the same
@@ -60,10 +65,45 @@ class ProcessGroup {
   virtual void set_timeout(std::chrono::seconds timeout) = 0;
 };
 
-// The group `world` describes: a single-process group, or a Gloo group after the rendezvous
-// (every rank arrives within comm.init_timeout_seconds, else RuntimeFailure naming those that
-// did not). Logs nothing. Throws ConfigError for a world this build cannot join (CUDA, or a
-// libtorch without Gloo).
-std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm);
+// Which group a run's processes form.
+enum class GroupBackend { kSingle, kGloo, kNccl };
+
+// Whether this build has c10d's NCCL process group (a CUDA libtorch built with NCCL).
+bool nccl_compiled_in();
+
+// comm.backend resolved for `world_size` processes training on `device`. "auto": one process
+// needs no group (kSingle); several use NCCL on CUDA and Gloo on CPU. "gloo" and "nccl" build that
+// group even for one process, which then meets only itself: a check of the backend's path.
+// Throws ConfigError naming comm.backend for nccl without a CUDA device or without NCCL in this
+// build (`nccl_built`), and for gloo with a CUDA device.
+GroupBackend choose_backend(CommBackend requested, int64_t world_size, const c10::Device& device,
+                            bool nccl_built);
+
+// The CUDA device index of this process among the `device_count` it sees: LOCAL_RANK when every
+// local rank has a device of its own, device 0 when the launcher shows each process one device
+// (Slurm's --gpus-per-task, CUDA_VISIBLE_DEVICES per process). Throws ConfigError naming
+// training.device when the local ranks outnumber the devices (two would share one).
+int64_t cuda_device_for(const WorldInfo& world, int64_t device_count);
+
+// Ranks sharing one device: `devices` holds each rank's "host/device id" (by rank). Returns a
+// message naming the first pair that shares one, or "" when every rank has its own.
+std::string shared_device_conflict(const std::vector<std::string>& devices);
+
+// NCCL's environment for a group: TORCH_NCCL_BLOCKING_WAIT=1 (collectives time out into errors
+// naming the rank gone, instead of the watchdog ending the process), and with `deterministic`
+// NCCL_ALGO=Ring and NCCL_PROTO=Simple (a fixed reduction order from run to run on the same
+// machines). A variable the user set is kept. Returns "NAME=value (set by titan-train | kept from
+// the environment)" for each, in that order; NCCL_ALGO and NCCL_PROTO also without
+// `deterministic` when the user set them (they order the sums).
+std::vector<std::string> apply_nccl_environment(bool deterministic);
+
+// The group `world` describes for `backend` (see choose_backend): a single-process group, or a
+// Gloo or NCCL group after the rendezvous (every rank arrives within comm.init_timeout_seconds,
+// else RuntimeFailure naming those that did not). An NCCL group works on `device` and applies
+// apply_nccl_environment(deterministic) first. Logs nothing. Throws ConfigError for a group this
+// build cannot make.
+std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm,
+                                                 GroupBackend backend, const c10::Device& device,
+                                                 bool deterministic);
 
 }  // namespace titan

@@ -1,6 +1,7 @@
 #include "distributed/world.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -106,6 +107,12 @@ std::string first_host_of_nodelist(const std::string& nodelist, const std::strin
   }
   if (host.empty()) throw fail("no host name");
   return host;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
 }
 
 WorldInfo world_from_environment() {

@@ -36,4 +36,7 @@ WorldInfo world_from_environment();
 // `variable` for an unbalanced bracket or an empty list.
 std::string first_host_of_nodelist(const std::string& nodelist, const std::string& variable);
 
+// This machine's host name (gethostname), or "localhost" when it has none.
+std::string host_name();
+
 }  // namespace titan

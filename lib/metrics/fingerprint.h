@@ -39,6 +39,10 @@ struct FingerprintHeader {
   std::string swiglu_kernel;
   std::string rms_norm_kernel;
   std::string adamw_kernel;
+  // What orders the gradient sums over the ranks when the collective backend chooses it (NCCL:
+  // "nccl NCCL_ALGO=Ring NCCL_PROTO=Simple"); "" (no header line) for Gloo and one process,
+  // whose sums follow the rank order.
+  std::string comm_numerics;
 };
 
 class FingerprintLog {

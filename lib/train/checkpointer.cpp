@@ -181,18 +181,17 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
   const auto& c = config_.checkpoint;
   const bool model_only = final_save && c.last_save_model_only;
   const int64_t step = state.step;
-  ProcessGroup& group = group_;
   std::vector<TrainState> other_rank_states;
-  if (group.size() > 1 && !model_only) {
+  if (group_.size() > 1 && !model_only) {
     // Parameters and optimizer state are replicated: rank 0 saves them with every rank's state.
     const auto states =
-        group.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state));
+        group_.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state));
     for (size_t r = 1; r < states.size(); ++r) {
       other_rank_states.push_back(
           decode_train_state(states[r], fmt::format("rank {}'s train state", r)));
     }
   }
-  if (group.rank() != 0) {
+  if (group_.rank() != 0) {
     last_saved_step_ = step;
     return;
   }
@@ -203,7 +202,7 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
     contents = full_checkpoint(*model_, optimizer_, state);
   }
   contents.other_rank_states = std::move(other_rank_states);
-  contents.world_size = group.size();
+  contents.world_size = group_.size();
   contents.step = step;
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
@@ -232,10 +231,9 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
 bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()>& state,
                                   std::ostream& console) {
   int signal = pending_stop_signal();
-  ProcessGroup& group = group_;
   // Ranks stop together, at the same step, even when the signal reached only some of them.
-  if (group.size() > 1 &&
-      group.any_rank(signal != 0, fmt::format("the stop check after step {}", step)) &&
+  if (group_.size() > 1 &&
+      group_.any_rank(signal != 0, fmt::format("the stop check after step {}", step)) &&
       signal == 0) {
     signal = SIGTERM;
   }

@@ -101,7 +101,6 @@ StepResult RerunCheck::rerun(RerunTrigger trigger, int64_t step, const Snapshot&
   report.dataset = dataset_;
   report.executions.push_back(describe_execution("original", original, replay));
   const Snapshot after = replay.snapshot();  // the original's result, for "stop"
-  const TrainState state_after = after.state;
 
   replay.restore(before);
   report.sequences = replay.sequence_losses(batches);
@@ -136,18 +135,17 @@ StepResult RerunCheck::rerun(RerunTrigger trigger, int64_t step, const Snapshot&
   // The data, the step and the tokens go on after the step whatever the action; the generators
   // stay as the action left them.
   TrainState progress = replay.state();
-  progress.step = state_after.step;
-  progress.tokens_seen = state_after.tokens_seen;
-  progress.loader = state_after.loader;
+  progress.step = after.state.step;
+  progress.tokens_seen = after.state.tokens_seen;
+  progress.loader = after.state.loader;
   replay.apply(progress);
   if (!result.skipped) monitor_.accept(result.loss);
 
   const std::string path = write_report(report);
-  std::ostream& log = console;
-  log << fmt::format("[titan] rerun check: step {} ({}): {}; report {}\n", step, to_string(trigger),
-                     to_string(report.outcome), path);
-  log << format_rerun_report(report);
-  log.flush();
+  console << fmt::format("[titan] rerun check: step {} ({}): {}; report {}\n", step,
+                         to_string(trigger), to_string(report.outcome), path);
+  console << format_rerun_report(report);
+  console.flush();
   if (config_.debug.rerun_action == RerunAction::kStop && non_finite) {
     throw RuntimeFailure(
         fmt::format("step {}: {}; the rerun found it {}{}", step, report.trigger_text,

@@ -7,6 +7,11 @@
 #include <ostream>
 #include <streambuf>
 
+#ifdef TITAN_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
 #include "determinism/determinism.h"
 #include "metrics/device_stats.h"
 #include "util/error.h"
@@ -38,17 +43,45 @@ std::string format_rank_line(const RunContext& c) {
       join_integers(w.log_ranks, ","));
 }
 
+// Makes c.device the process's current CUDA device (so that NCCL, cuBLAS and the caching
+// allocator work there, not on device 0), and with several ranks checks that no two of them
+// train on one GPU: ConfigError naming both.
+void use_cuda_device(const RunContext& c) {
+#ifdef TITAN_WITH_CUDA
+  c10::cuda::set_device(c.device.index());
+  if (c.process_group->size() == 1) return;
+  char bus_id[32] = {};
+  const bool known = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), c.device.index()) == cudaSuccess;
+  const std::string id =
+      fmt::format("{} GPU {}", host_name(), known ? std::string(bus_id) : c.device.str());
+  const auto ids = c.process_group->gather("cuda_devices", id);
+  const std::string conflict = c.process_group->broadcast(
+      "cuda_devices_verdict", c.process_group->rank() == 0 ? shared_device_conflict(ids) : "");
+  if (!conflict.empty()) {
+    throw ConfigError("training.device", conflict + ": two ranks would share one GPU",
+                      "start at most one process per GPU, and give each its own (LOCAL_RANK, "
+                      "CUDA_VISIBLE_DEVICES)");
+  }
+#else
+  (void)c;
+#endif
+}
+
 }  // namespace
 
-c10::Device resolve_device(DeviceChoice choice) {
+c10::Device resolve_device(DeviceChoice choice, const WorldInfo& world) {
   const bool cuda = torch::cuda::is_available();
+  const auto cuda_device = [&] {
+    const int64_t index = cuda_device_for(world, static_cast<int64_t>(torch::cuda::device_count()));
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  };
   switch (choice) {
     case DeviceChoice::kCpu:
       return c10::Device(c10::kCPU);
     case DeviceChoice::kAuto:
-      return cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+      return cuda ? cuda_device() : c10::Device(c10::kCPU);
     case DeviceChoice::kCuda:
-      if (cuda) return c10::Device(c10::kCUDA, 0);
+      if (cuda) return cuda_device();
       throw ConfigError(
           "training.device", "\"cuda\" was requested but CUDA is not available",
           "use device = \"cpu\" or \"auto\", or a CUDA build of libtorch on a GPU machine");
@@ -63,20 +96,18 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.world = world_from_environment();
   c.log = c.world.logs_console() ? &log : &silent_stream();
   data_parallel_degree(c.config, c.world.world_size);  // refuses a bad split before the rendezvous
-  if (c.world.world_size > 1 && c.config.training.device != DeviceChoice::kCpu &&
-      torch::cuda::is_available()) {
-    throw ConfigError("training.device",
-                      "multi-process training on CUDA (NCCL) is not built into this titan-train",
-                      "use training.device = \"cpu\" (Gloo) for several processes, or one "
-                      "process per GPU run");
-  }
+  // Only the device's index is chosen here; CUDA is first used after the determinism settings.
+  c.device = resolve_device(c.config.training.device, c.world);
+  const GroupBackend backend =
+      choose_backend(c.config.comm.backend, c.world.world_size, c.device, nccl_compiled_in());
   auto& threads = c.config.training.cpu_threads;
   if (threads == 0 && c.world.local_world_size > 1) {
     // Processes on one machine share its cores (torchrun sets OMP_NUM_THREADS=1 for this).
     threads = std::max<int64_t>(1, available_cores() / c.world.local_world_size);
   }
-  c.process_group = make_process_group(c.world, c.config.comm);
-  if (c.world.world_size > 1) log << format_rank_line(c) << std::flush;
+  c.process_group =
+      make_process_group(c.world, c.config.comm, backend, c.device, c.config.debug.deterministic);
+  if (backend != GroupBackend::kSingle) log << format_rank_line(c) << std::flush;
   const bool seed_unset = !c.config.debug.seed.has_value();
   if (c.world.world_size > 1 && seed_unset) {
     // Rank 0 draws; every rank initializes the same weights from it.
@@ -87,7 +118,7 @@ RunContext build_run_context(const Config& config, std::ostream& log,
       make_deterministic(c.config, c.process_group->rank(), c.process_group->size(), *c.log);
   c.determinism.seed_was_drawn = seed_unset;
   c.config.debug.seed = static_cast<int64_t>(c.determinism.seed);  // config.toml repeats the run
-  c.device = resolve_device(c.config.training.device);
+  if (c.device.is_cuda()) use_cuda_device(c);
   if (options.measure_peak_flops) c.peak_flops = peak_flops(c.device);
   return c;
 }

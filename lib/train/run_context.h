@@ -1,9 +1,12 @@
 // RunContext: the process-wide set-up of one run, built in the one order that state depends on:
 //
 //   1. world          rank and world size from the launcher's environment (torchrun, Slurm)
-//   2. process group  the collectives between ranks (rendezvous; rank 0 draws the seed when unset)
-//   3. determinism    seeds, threads, deterministic algorithms, warning handler
-//   4. device         cpu or cuda, after the determinism settings CUDA must see first
+//   2. device         cpu, or this rank's cuda device (chosen, not yet used)
+//   3. process group  the collectives between ranks, Gloo or NCCL (rendezvous; rank 0 draws the
+//                     seed when unset)
+//   4. determinism    seeds, threads, deterministic algorithms, warning handler
+//   5. cuda           the device made current, after the determinism settings CUDA must see
+//                     first; no two ranks on one GPU
 //
 // Data parallelism needs the process group before seeding (to agree on the seed); changing the
 // order means changing build_run_context only. Nothing writes a context after it is built
@@ -36,12 +39,14 @@ struct RunContextOptions {
   bool measure_peak_flops = true;  // tests skip the start-up sgemm measurement
 };
 
-// Steps 1-4, the console being `log`. Throws ConfigError (exit 2) for a bad environment, device
+// Steps 1-5, the console being `log`. Throws ConfigError (exit 2) for a bad environment, device
 // or determinism setting. Writes no file.
 RunContext build_run_context(const Config& config, std::ostream& log,
                              const RunContextOptions& options = {});
 
-// "auto" -> cuda when available, else cpu. Throws ConfigError for "cuda" without CUDA.
-c10::Device resolve_device(DeviceChoice choice);
+// "auto" -> cuda when available, else cpu; a CUDA device is the process's own among those it
+// sees (distributed/process_group.h, cuda_device_for). Throws ConfigError for "cuda" without
+// CUDA, or more local ranks than devices.
+c10::Device resolve_device(DeviceChoice choice, const WorldInfo& world);
 
 }  // namespace titan

@@ -60,7 +60,7 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   }
   fingerprint_ = std::make_unique<FingerprintLog>(
       folder + "/" + rank_file_name("fingerprint.log", rank), header, resume_step);
-  open_numerics_log(tracer, folder, resume_step, context.process_group->rank());
+  open_numerics_log(tracer, folder, resume_step, rank);
 }
 
 void RunOutputs::log_step(const StepMetrics& m) {

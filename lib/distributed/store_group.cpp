@@ -1,0 +1,234 @@
+// Contract in store_group.h.
+#include "distributed/store_group.h"
+
+#include <torch/version.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "util/strings.h"
+
+namespace titan {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr milliseconds kHeartbeatPeriod{500};
+constexpr milliseconds kHeartbeatWatch{2000};  // a rank silent this long is gone
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string from_bytes(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string heartbeat_key(int64_t rank) { return fmt::format("heartbeat/{}", rank); }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldInfo& w, bool server,
+                                                 milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(w.master_port);
+  o.isServer = server;
+  o.waitWorkers = false;  // arrival is checked below, so that a late rank can be named
+  o.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  o.useLibUV = false;  // Debian's libtorch is built without libuv
+#endif
+  return c10::make_intrusive<c10d::TCPStore>(w.master_addr, o);
+}
+
+// A collective in flight, waited for under its group's guard.
+class StorePending : public PendingCollective {
+ public:
+  StorePending(StoreGroup& group, c10::intrusive_ptr<c10d::Work> work, std::string what)
+      : group_(group), work_(std::move(work)), what_(std::move(what)) {}
+  void wait() override {
+    group_.guarded(what_, [&] { return work_->wait(); });
+  }
+
+ private:
+  StoreGroup& group_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::string what_;
+};
+
+}  // namespace
+
+// Bumps this rank's heartbeat counter until destroyed. Errors (rank 0's store gone at the end
+// of a run, or in a failure) end the thread quietly: the main thread reports what matters.
+class Heartbeat {
+ public:
+  Heartbeat(const WorldInfo& w, milliseconds timeout)
+      : store_(connect_store(w, false, timeout)), key_(heartbeat_key(w.rank)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      try {
+        store_->add(key_, 1);
+      } catch (const std::exception&) {
+        return;
+      }
+      wake_.wait_for(lock, kHeartbeatPeriod, [this] { return stop_; });
+    }
+  }
+
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::string key_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
+    : world_(world), timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
+  store_ = open_store();
+  wait_for_all_ranks();
+  heartbeat_ = std::make_unique<Heartbeat>(world_, timeout_);
+}
+
+StoreGroup::~StoreGroup() = default;
+
+std::unique_ptr<PendingCollective> StoreGroup::start_all_reduce_sum(at::Tensor tensor,
+                                                                    const std::string& what) {
+  std::vector<at::Tensor> tensors{std::move(tensor)};
+  return guarded(what,
+                 [&] { return std::make_unique<StorePending>(*this, all_reduce(tensors), what); });
+}
+
+bool StoreGroup::any_rank(bool flag, const std::string& what) {
+  at::Tensor t = at::full({1}, flag ? 1 : 0, at::TensorOptions(at::kInt).device(flag_device()));
+  all_reduce_sum(t, what);
+  return t.item<int>() > 0;
+}
+
+std::string StoreGroup::broadcast(const std::string& key, const std::string& value) {
+  return guarded("the exchange of " + key, [&] {
+    if (world_.rank == 0) store_->set("broadcast/" + key, to_bytes(value));
+    return from_bytes(store_->get("broadcast/" + key));
+  });
+}
+
+std::vector<std::string> StoreGroup::gather(const std::string& key, const std::string& value) {
+  return guarded("the exchange of " + key, [&] {
+    store_->set(fmt::format("gather/{}/{}", key, world_.rank), to_bytes(value));
+    std::vector<std::string> values;
+    if (world_.rank != 0) return values;
+    for (int64_t r = 0; r < world_.world_size; ++r) {
+      values.push_back(from_bytes(store_->get(fmt::format("gather/{}/{}", key, r))));
+    }
+    return values;
+  });
+}
+
+void StoreGroup::set_timeout(std::chrono::seconds timeout) {
+  if (milliseconds(timeout) == timeout_) return;
+  timeout_ = timeout;
+  store_->setTimeout(timeout_);
+  // Gloo and NCCL fix a group's timeout when it is built: every rank builds the next together.
+  build_backend(timeout_);
+}
+
+c10::intrusive_ptr<c10d::Store> StoreGroup::prefixed_store(const std::string& backend) {
+  return c10::make_intrusive<c10d::PrefixStore>(fmt::format("{}/{}", backend, generation_++),
+                                                store_);
+}
+
+RuntimeFailure StoreGroup::collective_failure(const std::string& what, const std::exception& e) {
+  return RuntimeFailure(fmt::format("rank {} of {}: {} failed: {} ({})", world_.rank,
+                                    world_.world_size, what, diagnose(), first_line(e.what())),
+                        "each rank's own output tells why it stopped; with checkpoint.enable "
+                        "the same command resumes from the latest checkpoint");
+}
+
+std::string StoreGroup::where() const {
+  return fmt::format("{}:{}", world_.master_addr, world_.master_port);
+}
+
+c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
+  try {
+    return connect_store(world_, world_.rank == 0, timeout_);
+  } catch (const std::exception& e) {
+    if (world_.rank == 0) {
+      throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
+                                       world_.master_port, first_line(e.what())),
+                           "another run may be using the port: set MASTER_PORT to a free one");
+    }
+    throw RuntimeFailure(
+        fmt::format("rank {} of {}: rank 0 did not arrive: its rendezvous store at {} did not "
+                    "answer within comm.init_timeout_seconds = {} s ({})",
+                    world_.rank, world_.world_size, where(), timeout_.count() / 1000,
+                    first_line(e.what())),
+        "start rank 0 too, with the same MASTER_ADDR and MASTER_PORT");
+  }
+}
+
+void StoreGroup::wait_for_all_ranks() {
+  store_->set(fmt::format("arrived/{}", world_.rank), to_bytes("1"));
+  const auto deadline = Clock::now() + timeout_;
+  for (;;) {
+    std::vector<int64_t> missing;
+    for (int64_t r = 0; r < world_.world_size; ++r) {
+      if (!store_->check({fmt::format("arrived/{}", r)})) missing.push_back(r);
+    }
+    if (missing.empty()) return;
+    if (Clock::now() > deadline) {
+      throw RuntimeFailure(
+          fmt::format("rank {} of {}: {} {} did not arrive at the rendezvous ({}) within "
+                      "comm.init_timeout_seconds = {} s",
+                      world_.rank, world_.world_size, missing.size() == 1 ? "rank" : "ranks",
+                      join_integers(missing, ", "), where(), timeout_.count() / 1000),
+          "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or "
+          "SLURM_NTASKS)");
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+std::vector<int64_t> StoreGroup::read_heartbeats() {
+  std::vector<int64_t> beats;
+  for (int64_t r = 0; r < world_.world_size; ++r) {
+    beats.push_back(store_->add(heartbeat_key(r), 0));
+  }
+  return beats;
+}
+
+std::string StoreGroup::diagnose() {
+  try {
+    const auto before = read_heartbeats();
+    std::this_thread::sleep_for(kHeartbeatWatch);
+    const auto after = read_heartbeats();
+    std::vector<int64_t> gone;
+    for (int64_t r = 0; r < world_.world_size; ++r) {
+      if (r != world_.rank && after[r] == before[r]) gone.push_back(r);
+    }
+    if (gone.empty()) {
+      return "every rank still beats: one is stuck or slower than the timeout";
+    }
+    return fmt::format("{} {} {} gone (no heartbeat for {:.1f} s)",
+                       gone.size() == 1 ? "rank" : "ranks", join_integers(gone, ", "),
+                       gone.size() == 1 ? "is" : "are", kHeartbeatWatch.count() / 1000.0);
+  } catch (const std::exception&) {
+    if (world_.rank == 0) return "the rendezvous store stopped answering";
+    return fmt::format("rank 0 is gone (its rendezvous store at {} stopped answering)", where());
+  }
+}
+
+}  // namespace titan

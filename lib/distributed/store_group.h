@@ -1,0 +1,87 @@
+// The part of a multi-process group that goes through the rendezvous store (internal to
+// lib/distributed): the rendezvous itself, heartbeats and the naming of ranks that are gone,
+// the small exchanges (broadcast, gather) and the guard around every collective. The collectives
+// are the backend's: GlooGroup (gloo_group.cpp) and NcclGroup (nccl_group.cpp) derive from it.
+//
+// Failure diagnosis: each rank bumps its counter "heartbeat/<rank>" in the store twice a second
+// from a thread of its own (with its own store connection); when a collective or store call
+// fails, the rank watches the counters for a moment and names those that stopped. Rank 0 serves
+// the store, so when the store itself is gone, rank 0 is.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "util/error.h"
+
+namespace titan {
+
+class Heartbeat;
+
+class StoreGroup : public ProcessGroup {
+ public:
+  // Serves (rank 0) or connects to the store at world.master_addr:master_port, waits until every
+  // rank arrived, and starts the heartbeat. Throws RuntimeFailure naming the ranks that did not
+  // arrive within comm.init_timeout_seconds, or rank 0 when its store cannot be reached.
+  StoreGroup(const WorldInfo& world, const CommConfig& comm);
+  ~StoreGroup() override;
+
+  int64_t rank() const override { return world_.rank; }
+  int64_t size() const override { return world_.world_size; }
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor tensor,
+                                                          const std::string& what) override;
+  bool any_rank(bool flag, const std::string& what) override;
+  std::string broadcast(const std::string& key, const std::string& value) override;
+  std::vector<std::string> gather(const std::string& key, const std::string& value) override;
+  void set_timeout(std::chrono::seconds timeout) override;
+
+  // Runs fn(); any failure becomes a RuntimeFailure naming `what` and the rank(s) gone.
+  template <class Fn>
+  auto guarded(const std::string& what, Fn fn) -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const RuntimeFailure&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw collective_failure(what, e);
+    }
+  }
+
+ protected:
+  // A fresh key space of the store for the backend's next group ("gloo/0", "nccl/1", ...).
+  c10::intrusive_ptr<c10d::Store> prefixed_store(const std::string& backend);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const WorldInfo& world() const { return world_; }
+
+  // The backend's group, built (again, after set_timeout) by every rank together with
+  // `timeout` for its collectives. Subclass constructors call it once.
+  virtual void build_backend(std::chrono::milliseconds timeout) = 0;
+  // Starts an in-place sum of `tensors` over the ranks.
+  virtual c10::intrusive_ptr<c10d::Work> all_reduce(std::vector<at::Tensor>& tensors) = 0;
+  // Where any_rank's flag lives (the backend's device).
+  virtual at::Device flag_device() const = 0;
+
+ private:
+  RuntimeFailure collective_failure(const std::string& what, const std::exception& e);
+  std::string where() const;
+  c10::intrusive_ptr<c10d::TCPStore> open_store();
+  void wait_for_all_ranks();
+  std::vector<int64_t> read_heartbeats();
+  std::string diagnose();
+
+  WorldInfo world_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::unique_ptr<Heartbeat> heartbeat_;
+  int generation_ = 0;
+};
+
+}  // namespace titan

@@ -1,0 +1,147 @@
+#include "train/run_log.h"
+
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "config/loader.h"
+#include "metrics/device_stats.h"
+#include "optim/optimizer.h"
+#include "util/malloc_tuning.h"
+#include "util/omp_env.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+void log_data_parallel(const RunParts& parts, std::ostream& log) {
+  if (!parts.reducer) return;
+  const Config& config = parts.context.config;
+  const auto& p = config.parallelism;
+  log << fmt::format(
+      "[titan] data parallel: {} ranks over {} (replicate {}, shard {}: both run as "
+      "replication), gradients all-reduced in {} bucket(s); every rank starts from parameters "
+      "{:#018x}; timeouts {} s to step 1, {} s after\n",
+      parts.context.process_group->size(), parts.context.process_group->backend(),
+      p.data_parallel_replicate_degree, p.data_parallel_shard_degree, parts.reducer->buckets(),
+      parts.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
+}
+
+void log_activation_checkpointing(const RunParts& parts, std::ostream& log) {
+  const auto& ac = parts.context.config.activation_checkpoint;
+  if (parts.checkpointed_blocks.empty()) {
+    log << "[titan] activation checkpointing: off\n";
+    return;
+  }
+  log << fmt::format(
+      "[titan] activation checkpointing: mode {}{}, preserve_rng_state {}, "
+      "determinism_check {}, debug {}\n",
+      to_string(ac.mode), ac.mode == AcMode::kSelective ? " every " + ac.selective_ac_option : "",
+      ac.preserve_rng_state, to_string(ac.determinism_check), ac.debug);
+  for (const auto& name : parts.checkpointed_blocks) {
+    log << "[titan]   checkpointing " << name << "\n";
+  }
+}
+
+void log_debug_tools(const RunParts& parts, std::ostream& log) {
+  const Config& config = parts.context.config;
+  const auto& dbg = config.debug;
+  if (parts.numerics && parts.numerics->writes_log()) {
+    log << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
+                       to_string(dbg.numerics_trace), dbg.numerics_freq);
+  }
+  if (parts.rerun) {
+    const bool spikes = dbg.rerun_on == RerunOn::kSpike || dbg.rerun_on == RerunOn::kBoth;
+    log << fmt::format("[titan] rerun check: on {}{}, steps [{}], action {}; reports in {}/rerun\n",
+                       to_string(dbg.rerun_on),
+                       spikes ? fmt::format(" (spike: loss > {} x mean of the last {})",
+                                            dbg.rerun_spike_factor, dbg.rerun_window)
+                              : "",
+                       join_integers(dbg.rerun_steps, ", "), to_string(dbg.rerun_action),
+                       config.job.dump_folder);
+  }
+}
+
+}  // namespace
+
+void log_run_start(const RunParts& parts, std::ostream& log) {
+  const RunContext& ctx = parts.context;
+  const Config& config = ctx.config;
+  const auto& t = config.training;
+  const auto& d = ctx.determinism;
+  const ModelArgs& args = parts.args;
+  log << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
+  log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config.model.name,
+                     to_string(config.model.flavor), with_thousands(args.num_params()),
+                     with_thousands(args.num_params() - args.num_embedding_params()));
+  log << fmt::format(
+      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}\n",
+      to_string(parts.kernels.attention), args.head_dim(), to_string(parts.kernels.swiglu),
+      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_for(ctx.device)));
+  log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx.device),
+                     d.cpu_threads, parts.step_options.autocast_bf16 ? "bf16 autocast" : "float32",
+                     d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+  for (const auto& warning : config_warnings(config)) {
+    log << "[titan] warning: " << warning << "\n";
+  }
+  log << format_determinism_block(
+      d, fmt::format("{} {}", ctx.device.str(), hardware_name(ctx.device)));
+  if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
+  if (!ctx.device.is_cuda()) log << "[titan] " << idle_threads_summary() << "\n";
+  log << fmt::format("[titan] data: {}\n", parts.source->describe());
+  log_data_parallel(parts, log);
+  log << fmt::format(
+      "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches{}), "
+      "warmup {} steps, peak lr {}\n",
+      t.steps, with_thousands(parts.plan.tokens_per_step), t.local_batch_size, t.seq_len,
+      parts.plan.micro_batches,
+      parts.reducer ? fmt::format(" x {} ranks", ctx.process_group->size()) : std::string(),
+      parts.schedule.warmup_steps(), config.optimizer.lr);
+  log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
+                     parts.token_flops, ctx.peak_flops / 1e9,
+                     ctx.device.is_cpu() ? " (measured sgemm)" : "", config.job.dump_folder);
+  log_activation_checkpointing(parts, log);
+  log_debug_tools(parts, log);
+  for (const auto& note : parts.start.notes) log << "[titan] " << note << "\n";
+  log.flush();
+}
+
+void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostream& log) {
+  const int64_t ranks = parts.context.process_group->size();
+  log << fmt::format(
+      "[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n", summary.steps,
+      summary.seconds, with_thousands(std::llround(summary.mean_tps / static_cast<double>(ranks))),
+      ranks > 1
+          ? fmt::format(" per rank ({} in all)", with_thousands(std::llround(summary.mean_tps)))
+          : std::string(),
+      summary.losses.empty() ? NAN : summary.losses.back());
+  const GradientReducer* reducer = parts.reducer.get();
+  if (reducer && reducer->reductions() > 0) {
+    const double per_step = reducer->total_seconds() / static_cast<double>(reducer->reductions());
+    log << fmt::format(
+        "[titan] gradient all-reduce: mean {:.1f} ms per step, {:.1f}% of the step time "
+        "({:.1f} MiB in {} bucket{}, after the backward; waits for slower ranks included)\n",
+        1e3 * per_step, 100.0 * per_step * static_cast<double>(summary.steps) / summary.seconds,
+        static_cast<double>(reducer->bytes()) / (1 << 20), reducer->buckets(),
+        reducer->buckets() == 1 ? "" : "s");
+  }
+  log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
+                     1e3 * summary.checksum_seconds,
+                     100.0 * summary.checksum_seconds / summary.seconds);
+  if (summary.steps > 0) {
+    const double user = summary.cpu_user_s, sys = summary.cpu_system_s;
+    log << fmt::format(
+        "[titan] CPU time in the steps: user {:.1f} s, system {:.1f} s ({:.1f}% in the kernel), "
+        "{} minor page faults per step\n",
+        user, sys, user + sys > 0 ? 100.0 * sys / (user + sys) : 0.0,
+        std::llround(summary.minor_faults / static_cast<double>(summary.steps)));
+  }
+  if (parts.rerun && summary.steps > 0) {
+    parts.rerun->log_cost(summary.seconds / static_cast<double>(summary.steps), log);
+  }
+  log.flush();
+}
+
+}  // namespace titan

@@ -1,0 +1,110 @@
+#include "train/run_parts.h"
+
+#include <fmt/format.h>
+
+#include "ac/apply.h"
+#include "distributed/process_group.h"
+#include "metrics/device_stats.h"
+#include "optim/optimizer.h"
+#include "train/memory_check.h"
+#include "util/error.h"
+#include "util/hash.h"
+
+namespace titan {
+namespace {
+
+ModelArgs model_args_for(const Config& config) {
+  ModelArgs args = model_args_for_flavor(config.model.flavor);
+  args.max_seq_len = config.training.seq_len;
+  args.dropout = config.model.dropout;
+  return args;
+}
+
+bool uses_bf16_autocast(const c10::Device& device, MixedPrecision precision) {
+  switch (precision) {
+    case MixedPrecision::kBfloat16:
+      return device.is_cuda();  // CPU always trains in float32
+    case MixedPrecision::kFloat32:
+      return false;
+  }
+  return false;
+}
+
+// Throws RuntimeFailure, on every rank, when the ranks' parameter checksums differ.
+void check_replicas_agree(ProcessGroup& group, uint64_t checksum) {
+  if (group.size() == 1) return;
+  const auto checksums = group.gather("initial_parameters", fmt::format("{:#018x}", checksum));
+  std::vector<std::string> differing;
+  for (size_t r = 1; r < checksums.size(); ++r) {
+    if (checksums[r] != checksums[0]) {
+      differing.push_back(fmt::format("rank {} has {}", r, checksums[r]));
+    }
+  }
+  const std::string verdict = group.broadcast(
+      "initial_parameters_verdict",
+      differing.empty()
+          ? ""
+          : fmt::format("rank 0 has {}, {}", checksums[0], fmt::join(differing, ", ")));
+  if (!verdict.empty()) {
+    throw RuntimeFailure(
+        fmt::format("the ranks start from different parameters (checksums: {})", verdict),
+        "start every rank with the same config (model, debug.seed) and the same checkpoint or "
+        "initial_load_path");
+  }
+}
+
+}  // namespace
+
+RunParts::RunParts(const RunContext& run_context)
+    : context(run_context),
+      args(model_args_for(run_context.config)),
+      plan(batch_plan(run_context.config.training, run_context.process_group->size())),
+      schedule(run_context.config.lr_scheduler, run_context.config.training.steps) {
+  const Config& config = context.config;
+  const auto& t = config.training;
+  ProcessGroup& group = *context.process_group;
+  check_memory(args, config, plan.micro_batches, context.device);
+  source = make_token_source(t, context.determinism.seed, t.seq_len + 1, args.vocab_size);
+  loader = std::make_unique<DataLoader>(source, t.local_batch_size, t.seq_len, group.rank(),
+                                        group.size());
+  model = Transformer(args);
+  model->to(context.device);
+  model->init_weights();
+  model->train();
+  kernels = model_kernels(args, context.device);
+  const bool reruns = RerunCheck::armed(config.debug);
+  if (reruns) rerun = std::make_unique<RerunCheck>(config, source->describe(), group.rank());
+  numerics =
+      make_numerics_tracer(config.debug.numerics_trace, config.debug.numerics_freq, model, reruns);
+  checkpointed_blocks = ac::apply_activation_checkpointing(
+      model, config.activation_checkpoint, config.job.dump_folder + "/ac_debug", numerics);
+  params = model->parameters();
+  optimizer = build_optimizer(params, config.optimizer);
+  step_options.device = context.device;
+  step_options.autocast_bf16 = uses_bf16_autocast(context.device, t.mixed_precision_param);
+  step_options.max_norm = t.max_norm;
+  step_options.data_parallel = group.size();
+  token_flops = flops_per_token(args, t.seq_len);
+  if (group.size() > 1) reducer = std::make_unique<GradientReducer>(group, params);
+  checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer);
+  start = checkpointer->resume_or_initialize();
+  initial_checksum = tensors_checksum(params);
+  check_replicas_agree(group, initial_checksum);
+}
+
+RunParts::~RunParts() = default;
+
+FingerprintHeader RunParts::fingerprint_header() const {
+  const c10::Device& device = context.device;
+  return FingerprintHeader{device.is_cuda() ? "cuda" : "cpu",
+                           hardware_name(device),
+                           config_hash(context.config),
+                           context.determinism,
+                           to_string(kernels.attention),
+                           to_string(kernels.swiglu),
+                           to_string(kernels.rms_norm),
+                           to_string(adamw_kernel_for(device)),
+                           context.process_group->numerics_settings()};
+}
+
+}  // namespace titan

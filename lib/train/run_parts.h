@@ -1,0 +1,65 @@
+// What a run trains with: model, data, optimizer, activation checkpointing, the numerics tracer,
+// the gradient reducer and the components (checkpointing, the rerun check), built for a
+// RunContext in one constructor, before any output file is touched. Building them performs the
+// config's checks that need the model or data (memory, vocabulary, dataset files), finds the
+// point the run starts from (loading a checkpoint's model and optimizer state) and checks that
+// every rank starts from the same parameters. The TrainState of that start point is left for the
+// Trainer, its one owner, to apply.
+#pragma once
+
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "data/sources.h"
+#include "metrics/fingerprint.h"
+#include "model/kernels.h"
+#include "model/llama.h"
+#include "optim/lr_schedule.h"
+#include "train/checkpointer.h"
+#include "train/gradient_reducer.h"
+#include "train/numerics_trace.h"
+#include "train/rerun_check.h"
+#include "train/run_context.h"
+#include "train/step.h"
+
+namespace titan {
+
+struct RunParts {
+  // Throws ConfigError (exit 2) for what the config, data or a checkpoint refuses, and
+  // RuntimeFailure for a damaged checkpoint or ranks that start from different parameters.
+  // Writes nothing. Requires: `context` outlives the parts.
+  explicit RunParts(const RunContext& context);
+  ~RunParts();
+  RunParts(const RunParts&) = delete;
+  RunParts& operator=(const RunParts&) = delete;
+
+  // What fingerprint.log's header says about this run.
+  FingerprintHeader fingerprint_header() const;
+
+  const RunContext& context;
+  ModelArgs args;
+  BatchPlan plan;
+  LRSchedule schedule;
+  std::shared_ptr<const TokenSource> source;
+  std::unique_ptr<DataLoader> loader;
+  Transformer model{nullptr};
+  std::vector<at::Tensor> params;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  ModelKernels kernels;
+  std::vector<std::string> checkpointed_blocks;  // names of the blocks AC wraps
+  std::shared_ptr<NumericsTracer> numerics;      // null without a trace or an armed rerun check
+  StepOptions step_options;
+  double token_flops = 0;                    // FLOPs per token (metrics/device_stats.h)
+  std::unique_ptr<GradientReducer> reducer;  // null for one process
+  std::unique_ptr<Checkpointer> checkpointer;
+  std::unique_ptr<RerunCheck> rerun;  // null when no rerun trigger is armed
+  StartPoint start;                   // where the run starts; its state not yet applied
+  uint64_t initial_checksum = 0;      // of the parameters every rank starts from
+};
+
+}  // namespace titan

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The libtorch 2.6 CI leg, on Debian trixie's CUDA build of libtorch: compiles every CUDA path of
+# titan-train (TITAN_WITH_CUDA, the NCCL process group) on a machine without a GPU, then runs the
+# whole CPU test suite against that libtorch; the tests tagged [cuda] report skipped, saying why.
+# The trixie root (scripts/trixie_root.sh --cuda, with its build-only cuDNN stand-in) and the
+# compiler cache inside it live in /var/cache/titan-train/trixie-cuda, outside the checkout, so
+# later runs on this machine reuse both. Needs root. The build goes to build-cuda/ (the checkout
+# is /src inside the root). Extra arguments go to ctest. Prints how long each phase took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+bash scripts/trixie_root.sh --cuda up
+t1=$SECONDS
+bash scripts/trixie_root.sh --cuda run bash -c '
+  set -euo pipefail
+  generator=()
+  if [ ! -f build-cuda/CMakeCache.txt ]; then generator=(-G Ninja); fi
+  # Warnings stay warnings here, as on the CPU 2.6 leg: gcc 14 reports -Warray-bounds false
+  # positives inside libstdc++ inlined from libtorch headers. The main leg builds with -Werror.
+  cmake -S . -B build-cuda "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=OFF \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+  grep -q "^TITAN_WITH_CUDA_BUILD:INTERNAL=1" build-cuda/CMakeCache.txt || {
+    echo "test_libtorch_cuda: CMake did not enable CUDA with this libtorch" >&2
+    exit 1
+  }'
+t2=$SECONDS
+bash scripts/trixie_root.sh --cuda run bash -c '
+  set -euo pipefail
+  status=0
+  cmake --build build-cuda -j "$(nproc)" >build-cuda/build.log 2>&1 || status=$?
+  # Everything but the progress lines: the warnings (and errors) of the build.
+  grep -v "^\[[0-9]*/[0-9]*\]" build-cuda/build.log | head -300 || true
+  [ "$status" -eq 0 ] || { echo "test_libtorch_cuda: the build failed" >&2; exit 1; }
+  echo "test_libtorch_cuda: $(grep -c "warning:" build-cuda/build.log || true) compiler warnings"
+  echo "test_libtorch_cuda: $(build-cuda/titan-train --version | paste -sd" ")"
+  build-cuda/titan-train --version | grep -q "cuda compiled in: yes"
+  ccache --show-stats 2>/dev/null | grep -i "hit" | head -2 || true'
+t3=$SECONDS
+status=0
+bash scripts/trixie_root.sh --cuda run bash -c 'cd build-cuda && ctest --output-on-failure -j "$(nproc)" "$@"' \
+  ctest "$@" || status=$?
+t4=$SECONDS
+echo "test_libtorch_cuda: root $((t1 - t0)) s, configure $((t2 - t1)) s, build $((t3 - t2)) s," \
+  "tests $((t4 - t3)) s, total $((t4 - t0)) s"
+exit "$status"
