@@ -11,10 +11,12 @@
 #   scripts/trixie_root.sh run env GPU_CHECK_BUDGET_S=3600 GPU_CHECK_BUILD_S=2400 \
 #     GPU_CHECK_TESTS_S=900 scripts/gpu_check.sh
 #
-# Checks: the unit tests (those tagged [cuda] included); the debug model for 50 steps on CUDA in
+# Checks: the unit tests (those tagged [cuda] included: a one-process NCCL group sums on the
+# GPU); the debug model for 50 steps on CUDA in
 # bf16 (loss falls; memory, tps, tflops, mfu sane); debug.deterministic twice (identical
 # fingerprint.log), the same without it (identical or not), and the time cost of deterministic
-# mode; AC full with the bitwise checker runs clean, and with dropout and preserve_rng_state =
+# mode; a one-process run through an NCCL group (bit for bit as without), and with 2 GPUs 2 ranks
+# against 1 (losses within 1e-5); AC full with the bitwise checker runs clean, and with dropout and preserve_rng_state =
 # false exits 3 naming the block; the 1B flavor at seq_len 2048 in bf16: tokens/s and MFU (target
 # >= 40%), the overhead of full AC and of the bitwise checker, peak memory with AC none, full and
 # selective 2.
@@ -103,9 +105,14 @@ build() {
   fi
   local generator=()
   if command -v ninja >/dev/null && [ ! -f "$dir/CMakeCache.txt" ]; then generator=(-G Ninja); fi
+  # c10d's NCCL header includes nccl.h: a pip PyTorch has it in the nvidia-nccl wheel.
+  local nccl=()
+  local nccl_include
+  nccl_include=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' 2>/dev/null) &&
+    [ -f "$nccl_include/nccl.h" ] && nccl=(-DTITAN_NCCL_INCLUDE_DIR="$nccl_include")
   if ! timeout "$(limit 120)" cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix;$src/.gpu-deps/usr" -DTITAN_HEADER_ONLY_DEPS=ON -DTITAN_WERROR=OFF \
-      >"$work/configure.log" 2>&1; then
+      "${nccl[@]}" >"$work/configure.log" 2>&1; then
     build_desc="FAILED: cmake configure (see $work/configure.log): $(grep -m1 -A2 'CMake Error' "$work/configure.log" | tr '\n' ' ')"
     return 1
   fi
@@ -254,6 +261,84 @@ check_ac() {
   fi
 }
 
+# A free TCP port on loopback, for a rendezvous.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# step_losses FINGERPRINT: the decimal loss of every step line.
+step_losses() { sed -n 's/^step [0-9]* loss [^ ]* (\([^)]*\)).*/\1/p' "$1"; }
+
+# max_rel_diff A B: the largest relative difference between two equal-length lists of numbers.
+max_rel_diff() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+a = [float(x) for x in open(sys.argv[1]).read().split()]
+b = [float(x) for x in open(sys.argv[2]).read().split()]
+print("nan" if len(a) != len(b) or not a else max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)))
+PY
+}
+
+# NCCL: one process through a real NCCL group (world size 1: the all-reduce path runs) must train
+# bit for bit as without a group; with two or more GPUs, 2 ranks x b sequences must train as
+# 1 rank x 2b within 1e-5 per step.
+check_nccl() {
+  local one="NCCL group of one process (comm.backend nccl)" two="NCCL, 2 ranks vs 1 rank" rc
+  if [ "$cuda" != yes ]; then
+    result "$one" "no CUDA device" SKIPPED
+    result "$two" "no CUDA device" SKIPPED
+    return
+  fi
+  MASTER_PORT=$(free_port)
+  export MASTER_PORT
+  train nccl_one 120 "${small[@]}" --debug.deterministic --comm.backend nccl
+  rc=$?
+  unset MASTER_PORT
+  if [ "$rc" -ne 0 ]; then
+    result "$one" "$(why nccl_one $rc)" FAIL
+  elif ! grep -q '^comm_numerics nccl NCCL_ALGO=Ring NCCL_PROTO=Simple' "$work/nccl_one/fingerprint.log"; then
+    result "$one" "fingerprint.log has no comm_numerics line for NCCL" FAIL
+  elif [ -f "$work/det_a/fingerprint.log" ] &&
+       cmp -s <(grep '^step' "$work/nccl_one/fingerprint.log") <(grep '^step' "$work/det_a/fingerprint.log"); then
+    result "$one" "trains; step lines identical to the deterministic run without a group" PASS
+  else
+    result "$one" "step lines differ from the deterministic run without a group (or it did not run)" FAIL
+  fi
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "$gpus" -lt 2 ]; then result "$two" "$gpus GPU: needs 2" SKIPPED; return; fi
+  local t port
+  t=$(limit 180)
+  if [ "$t" -eq 0 ]; then result "$two" "time budget spent" SKIPPED; return; fi
+  port=$(free_port)
+  # Raw tokens cut into (seq_len + 1)-token documents: rank r of 2 reads documents r, r + 2, ...,
+  # so 2 ranks x 2 sequences see the documents of 1 rank x 4 (synthetic text would not).
+  python3 -c 'import random, struct; random.seed(7); open("'"$work"'/tokens.bin", "wb").write(struct.pack("<60000H", *[random.randrange(2048) for _ in range(60000)]))'
+  local base=(--config configs/debug_model.toml --training.device cuda --training.seq_len 512
+    --training.steps 10 --debug.seed 42 --metrics.log_freq 1 --training.dataset tokens
+    --training.dataset_path "$work/tokens.bin")
+  rm -rf "${work:?}/nccl_two" "${work:?}/nccl_ref"
+  for r in 0 1; do
+    env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      timeout -k 10 "$t" "$bin" "${base[@]}" --training.local_batch_size 2 \
+      --job.dump_folder "$work/nccl_two" >"$work/nccl_two.rank$r.log" 2>&1 &
+  done
+  wait
+  train nccl_ref 120 "${base[@]}" --training.local_batch_size 4
+  rc=$?
+  if [ ! -f "$work/nccl_two/fingerprint.log" ] || [ "$rc" -ne 0 ]; then
+    result "$two" "a run failed: $(tail -1 "$work/nccl_two.rank0.log") / $(why nccl_ref $rc)" FAIL
+    return
+  fi
+  step_losses "$work/nccl_two/fingerprint.log" >"$work/nccl_two.losses"
+  step_losses "$work/nccl_ref/fingerprint.log" >"$work/nccl_ref.losses"
+  local diff
+  diff=$(max_rel_diff "$work/nccl_two.losses" "$work/nccl_ref.losses")
+  if [ "$diff" != nan ] && gt 1e-5 "$diff"; then
+    result "$two" "losses of 10 steps agree: max relative difference $diff (limit 1e-5)" PASS
+  else
+    result "$two" "max relative difference $diff (limit 1e-5)" FAIL
+  fi
+}
+
 check_1b() {
   local names=("1B, seq_len 2048, bf16: tokens/s and MFU" "1B: overhead of full AC and of the bitwise checker" "1B: peak memory with AC none, full, selective 2")
   if [ "$cuda" != yes ]; then
@@ -325,6 +410,7 @@ fi
 check_unit_tests
 check_debug_bf16
 check_determinism
+check_nccl
 check_ac
 check_1b
 write_report

@@ -1,8 +1,5 @@
 // Data parallelism through the binary: several titan-train processes on this machine, started
 // with torchrun's variables, over Gloo on loopback.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,20 +19,6 @@
 namespace titan {
 namespace {
 
-// A port nobody listens on right now (the kernel's choice for an ephemeral bind).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // torchrun's variables for rank `rank` of `world` on this machine.
 std::string rank_env(int rank, int world, int port) {
   return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
@@ -52,7 +35,7 @@ struct RankResult {
 // Their output goes to <dir>/rank<N>.out.
 std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args) {
   const int world = static_cast<int>(args.size());
-  const int port = free_port();
+  const int port = test::free_port();
   std::string script;
   for (int r = 0; r < world; ++r) {
     const std::string out = dir + "/rank" + std::to_string(r);
@@ -73,7 +56,7 @@ std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std:
 // `timeout 120`, so that a hang fails the test instead of blocking it, except `untimed_rank`,
 // whose $p must be titan-train's own PID (kill -9 of `timeout` would leave its child running).
 std::string start_two_ranks(const std::string& args, int untimed_rank = -1) {
-  const int port = free_port();
+  const int port = test::free_port();
   std::string script;
   for (int r = 0; r < 2; ++r) {
     script += "env " + rank_env(r, 2, port) + (r == untimed_rank ? " " : " timeout 120 ") +
@@ -264,7 +247,7 @@ TEST_CASE(
 TEST_CASE("data parallel: a rank that never arrives is named within comm.init_timeout_seconds",
           "[distributed]") {
   auto dir = test::temp_dir("dp_arrive");
-  const int port = free_port();
+  const int port = test::free_port();
   const auto start = std::chrono::steady_clock::now();
   auto r = test::run_titan_env(rank_env(0, 2, port),
                                test::tiny_run(dir, 2, "--comm.init_timeout_seconds 3"));
@@ -275,7 +258,7 @@ TEST_CASE("data parallel: a rank that never arrives is named within comm.init_ti
   CHECK(seconds_since(start) < 30);
   CHECK_FALSE(std::filesystem::exists(dir + "/fingerprint.log"));  // nothing written
 
-  auto lonely = test::run_titan_env(rank_env(1, 2, free_port()),
+  auto lonely = test::run_titan_env(rank_env(1, 2, test::free_port()),
                                     test::tiny_run(dir, 2, "--comm.init_timeout_seconds 3"));
   INFO(lonely.output);
   CHECK(lonely.exit_code == 1);
@@ -319,7 +302,7 @@ TEST_CASE("data parallel: degrees that do not fit the world are refused before t
           "[distributed]") {
   auto dir = test::temp_dir("dp_degrees");
   // No rank 1 and no listening store: the refusal comes first, so nothing waits.
-  auto r = test::run_titan_env(rank_env(0, 2, free_port()),
+  auto r = test::run_titan_env(rank_env(0, 2, test::free_port()),
                                test::tiny_run(dir, 2,
                                               "--parallelism.data_parallel_replicate_degree 3 "
                                               "--parallelism.data_parallel_shard_degree 1"));

@@ -1,5 +1,8 @@
 #include "test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +23,19 @@ RunResult run_titan_env(const std::string& env, const std::string& args) {
 }
 
 std::string binary() { return TITAN_TRAIN_BINARY; }
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
 
 std::string tiny_run(const std::string& dir, int steps, const std::string& extra) {
   return "--model.flavor tiny --training.seq_len 16 --training.local_batch_size 2 "

@@ -39,6 +39,9 @@ std::string read_text(const std::string& path);
 // Flags for a short, fast run of the tiny model into `dir`; `extra` appended (later flags win).
 std::string tiny_run(const std::string& dir, int steps, const std::string& extra = "");
 
+// A loopback port nobody listens on right now (the kernel's choice for an ephemeral bind).
+int free_port();
+
 // The project's source folder (for configs/).
 std::string source_dir();
 
