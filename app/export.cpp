@@ -1,14 +1,17 @@
 #include "app/export.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <ostream>
 
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/model_checkpoint.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -67,20 +70,28 @@ ExportRequest parse_export_args(const std::vector<std::string>& args) {
   return r;
 }
 
-// The step-N folder to read: `dir` itself, or the latest complete one under it.
-std::string step_folder(const std::string& dir) {
+// Refuses an output that --force must not replace: anything but a regular file (a device such
+// as /dev/null, a FIFO, a link), or a file inside the checkpoint being read.
+void check_output(const ExportRequest& r, const std::string& step_folder) {
+  struct stat st {};
+  const bool exists = ::lstat(r.output.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    throw FileRefused(r.output, "is " + file_type_name(st.st_mode) + ", not a regular file",
+                      "export writes a regular .safetensors file; choose another -o");
+  }
+  if (exists && !r.force) {
+    throw ConfigError(r.output, "exists", "remove it, choose another -o, or pass --force");
+  }
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw ConfigError(dir, "no such checkpoint folder",
-                      "give a step-N folder, e.g. outputs/checkpoint/step-100");
+  const fs::path out = fs::weakly_canonical(r.output, ec);
+  for (const std::string& read : {step_folder, r.checkpoint}) {
+    const fs::path folder = fs::weakly_canonical(read, ec);
+    const auto rel = out.lexically_relative(folder);
+    if (!ec && !rel.empty() && *rel.begin() != "..") {
+      throw ConfigError(r.output, fmt::format("is inside {}, the checkpoint being exported", read),
+                        "write the export outside the checkpoint folder");
+    }
   }
-  if (fs::exists(dir + "/manifest.txt", ec)) return dir;
-  const auto steps = checkpoint_steps(dir);
-  if (steps.empty()) {
-    throw ConfigError(dir, "neither a checkpoint (no manifest.txt) nor a folder of checkpoints",
-                      "give a step-N folder, e.g. outputs/checkpoint/step-100");
-  }
-  return dir + "/" + checkpoint_folder_name(steps.back());
 }
 
 }  // namespace
@@ -100,14 +111,14 @@ int run_export(const std::vector<std::string>& args, std::ostream& out) {
     out << export_usage();
     return kExitOk;
   }
-  std::error_code ec;
-  if (fs::exists(r.output, ec) && !r.force) {
-    throw ConfigError(r.output, "exists", "remove it, choose another -o, or pass --force");
-  }
-  const std::string folder = step_folder(r.checkpoint);
+  std::vector<std::string> warnings;
+  const std::string folder = resolve_step_folder(r.checkpoint, warnings);
+  for (const auto& w : warnings) std::cerr << "titan-train: warning: " << w << "\n";
+  check_output(r, folder);
   const CheckpointContents c = load_checkpoint(folder);
   const auto tensors = parameters_as(c.model, r.dtype);
   const std::string tmp = r.output + ".tmp";
+  std::error_code ec;
   fs::remove(tmp, ec);
   HashedFileWriter writer(tmp);
   write_safetensors(writer, tensors, {{"format", "pt"}});

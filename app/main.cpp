@@ -49,9 +49,10 @@ int dispatch(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  titan::ensure_idle_threads_sleep(argv);
-  titan::tune_malloc_for_training();
   try {
+    titan::check_thread_environment();
+    titan::ensure_idle_threads_sleep(argv);
+    titan::tune_malloc_for_training();
     return dispatch(std::vector<std::string>(argv, argv + argc));
   } catch (...) {
     std::cout.flush();

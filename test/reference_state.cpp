@@ -65,7 +65,7 @@ std::map<std::string, std::string> parse_config(const std::string& text) {
 ReferenceState load_reference_state(const std::string& path) {
   std::string bytes;
   try {
-    bytes = read_file(path);
+    bytes = read_file(path, kMaxLogFileBytes);
   } catch (const std::system_error& e) {
     throw std::runtime_error(path + ": " + e.code().message() +
                              " (regenerate with scripts/reference/generate.sh)");

@@ -136,7 +136,7 @@ TEST_CASE("checkpoint: a second SIGTERM aborts the save, keeps the previous chec
   for (const auto& entry : fs::directory_iterator(dir + "/checkpoint")) {
     CHECK_FALSE(ends_with(entry.path().string(), ".tmp"));
   }
-  const auto steps = checkpoint_steps(dir + "/checkpoint");
+  const auto steps = list_checkpoints(dir + "/checkpoint").steps;
   REQUIRE_FALSE(steps.empty());
   CHECK(steps.back() == std::stoll(m[2]));
   CHECK(std::stoll(m[1]) > steps.back());
@@ -170,7 +170,7 @@ TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint 
     INFO("try " << i << ", killed after " << ms << " ms: exit " << r.output);
     if (r.output == "0\n") break;  // the run finished first
     REQUIRE(r.output == "137\n");
-    if (checkpoint_steps(dir + "/checkpoint").empty()) continue;
+    if (list_checkpoints(dir + "/checkpoint").steps.empty()) continue;
     ++kills;
     auto check =
         test::run_titan("export " + dir + "/checkpoint -o " + dir + "/latest.safetensors --force");
@@ -191,7 +191,7 @@ TEST_CASE("checkpoint: keep_latest_k deletes the oldest only once a newer save i
                                           "--checkpoint.enable --checkpoint.interval 2 "
                                           "--checkpoint.keep_latest_k 3"));
   REQUIRE(r.exit_code == 0);
-  CHECK(checkpoint_steps(dir + "/checkpoint") == std::vector<int64_t>{6, 8, 10});
+  CHECK(list_checkpoints(dir + "/checkpoint").steps == std::vector<int64_t>{6, 8, 10});
   CHECK_THAT(r.output, Catch::Contains("step-8 (full"));
   CHECK_THAT(r.output, Catch::Contains("step-10 (model only"));  // last_save_model_only
   CHECK_THAT(r.output, Catch::Contains("removed steps 2"));

@@ -1,5 +1,6 @@
 // Data parallelism through the binary: several titan-train processes on this machine, started
 // with torchrun's variables, over Gloo on loopback.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -181,12 +182,39 @@ TEST_CASE("data parallel: the seed is agreed, and ranks that start apart are ref
   CHECK(test::read_text(dir + "/drawn/fingerprint.log") ==
         test::read_text(dir + "/drawn/fingerprint.rank1.log"));
 
-  auto apart = run_ranks(dir, {test::tiny_run(dir + "/apart", 2, "--debug.seed 1"),
-                               test::tiny_run(dir + "/apart", 2, "--debug.seed 2")});
-  for (const auto& r : apart) {
+  // Different seeds are different configs: refused at the rendezvous (test_hostile_runs.cpp).
+  auto seeds = run_ranks(dir, {test::tiny_run(dir + "/seeds", 2, "--debug.seed 1"),
+                               test::tiny_run(dir + "/seeds", 2, "--debug.seed 2")});
+  for (const auto& r : seeds) {
     INFO(r.output);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Catch::Contains("the ranks start from different parameters"));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("rank 1: debug.seed 1 -> 2"));
+  }
+  // One config whose relative initial_load_path names other weights in each rank's folder:
+  // the configs agree, the parameters do not.
+  for (const char* seed : {"1", "2"}) {
+    auto saved = test::run_titan(test::tiny_run(
+        dir + "/w" + seed, 1, std::string("--checkpoint.enable true --debug.seed ") + seed));
+    REQUIRE(saved.exit_code == 0);
+    std::filesystem::create_directories(dir + "/cwd" + seed);
+    std::filesystem::create_directory_symlink(dir + "/w" + seed + "/checkpoint",
+                                              dir + "/cwd" + seed + "/weights");
+  }
+  const int port = test::free_port();
+  std::string script;
+  for (int r = 0; r < 2; ++r) {
+    script += fmt::format(
+        "(cd {0}/cwd{1} && env {2} timeout 300 {3} {4} >{0}/apart{5}.out 2>&1; "
+        "echo $? >{0}/apart{5}.rc) & ",
+        dir, r + 1, rank_env(r, 2, port), test::binary(),
+        test::tiny_run(dir + "/apart", 2, "--checkpoint.initial_load_path weights"), r);
+  }
+  test::run_shell(script + "wait");
+  for (int r = 0; r < 2; ++r) {
+    const std::string out = test::read_text(fmt::format("{}/apart{}.out", dir, r));
+    INFO(out);
+    CHECK(std::stoi(test::read_text(fmt::format("{}/apart{}.rc", dir, r))) == 1);
+    CHECK_THAT(out, Catch::Contains("the ranks start from different parameters"));
   }
 }
 
@@ -211,6 +239,9 @@ TEST_CASE("data parallel: a killed rank makes the other exit non-zero naming it"
     CHECK(rc == 1);
     CHECK(seconds < 30);  // within comm.train_timeout_seconds
     CHECK_THAT(survivor_out, Catch::Contains(victim == 1 ? "rank 1 is gone" : "rank 0 is gone"));
+    // In titan-train's words only: no gloo source locations, no glog preamble.
+    CHECK_THAT(survivor_out, !Catch::Contains("gloo/transport") &&
+                                 !Catch::Contains("Logging before InitGoogleLogging"));
   }
 }
 

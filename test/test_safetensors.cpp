@@ -113,15 +113,15 @@ TEST_CASE("checkpoint: an aborted save removes its temporary folder and keeps th
           "[checkpoint]") {
   auto dir = test::temp_dir("save_abort");
   CheckpointContents c;
-  c.step = 1;
+  c.step = c.state.step = 1;
   c.model = {{"w", at::randn({1000, 1000})}};
   c.optimizer = {{"w.exp_avg", at::randn({1000, 1000})}};
   c.config_toml = "[job]\n";
   save_checkpoint(dir, c);
-  c.step = 2;
+  c.step = c.state.step = 2;
   int polls = 0;
   CHECK_THROWS_AS(save_checkpoint(dir, c, [&] { return ++polls > 1; }), WriteAborted);
-  CHECK(checkpoint_steps(dir) == std::vector<int64_t>{1});
+  CHECK(list_checkpoints(dir).steps == std::vector<int64_t>{1});
   CHECK_FALSE(fs::exists(dir + "/.step-2.tmp"));
   auto loaded = load_checkpoint(dir + "/step-1");
   CHECK(at::equal(loaded.model[0].tensor, c.model[0].tensor));

@@ -69,7 +69,7 @@ std::string write_text(const std::string& path, const std::string& text) {
   return path;
 }
 
-std::string read_text(const std::string& path) { return read_file(path); }
+std::string read_text(const std::string& path) { return read_file(path, kMaxLogFileBytes); }
 
 std::string source_dir() { return TITAN_SOURCE_DIR; }
 

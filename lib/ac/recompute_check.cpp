@@ -135,10 +135,14 @@ RecomputeMismatch RecomputeMismatch::at_step(int64_t step) const {
   std::string hint;
   if (!debug_dir_.empty()) {
     const std::string path = fmt::format("{}/step{}_{}.txt", debug_dir_, step, block_);
-    std::error_code ec;
-    std::filesystem::create_directories(debug_dir_, ec);
-    write_file_atomically(path, traces);
-    hint = fmt::format("both op traces are in {}", path);
+    try {
+      make_output_folder(debug_dir_, FolderLink::kRefuse);
+      write_file_atomically(path, traces);
+      hint = fmt::format("both op traces are in {}", path);
+    } catch (const std::exception& e) {
+      // The mismatch is the news; a trace file that cannot be written must not hide it.
+      hint = fmt::format("the op traces (above) could not be written: {}", e.what());
+    }
   }
   return RecomputeMismatch(*this, step, hint);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -108,7 +109,7 @@ Manifest read_manifest(const std::string& step_folder) {
   const std::string path = step_folder + "/" + kManifest;
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path, kMaxTextFileBytes);
   } catch (const std::system_error& e) {
     throw RuntimeFailure(fmt::format("{}: {}", path, e.code().message()),
                          "not a complete checkpoint; load another one (checkpoint.load_step)");
@@ -140,12 +141,45 @@ void remove_stale_temporaries(const fs::path& folder) {
 }
 
 // Step N of a folder named "step-N", or -1.
+// N for a folder named exactly checkpoint_folder_name(N), else -1 ("step-07" is not step 7).
 int64_t step_of_folder_name(const std::string& name) {
   uint64_t step = 0;
   const std::string digits = name.substr(std::min<size_t>(name.size(), 5));
-  if (!starts_with(name, "step-") || starts_with(digits, "0x") || !parse_u64(digits, step))
+  if (!starts_with(name, "step-") || digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos || !parse_u64(digits, step) ||
+      step > static_cast<uint64_t>(INT64_MAX) ||
+      checkpoint_folder_name(static_cast<int64_t>(step)) != name) {
     return -1;
+  }
   return static_cast<int64_t>(step);
+}
+
+// Why the folder `path` named `name` is not the checkpoint its name says, or "" when it is (or
+// may be: a damaged one is left to load_checkpoint to name).
+std::string why_not_a_checkpoint(const std::string& path, const std::string& name) {
+  const int64_t step = step_of_folder_name(name);
+  if (step < 0) return fmt::format("the name is not step-N with N written without leading zeros");
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return "not a folder";
+  if (!fs::exists(path + "/" + kManifest, ec)) return "incomplete: no manifest.txt";
+  try {
+    const Manifest m = read_manifest(path);
+    if (m.summary.step != step) {
+      return fmt::format("its manifest says step {}, its name step {}", m.summary.step, step);
+    }
+    if (m.summary.model_only) return "";
+    const std::string state_path = path + "/train_state.bin";
+    const TrainState state =
+        decode_train_state(read_file(state_path, kMaxTextFileBytes), state_path);
+    if (state.step != step) {
+      return fmt::format("its train_state.bin says step {}, its name step {}", state.step, step);
+    }
+  } catch (const std::exception&) {
+    // Damaged, not misnamed: listed, so that loading it names the damaged file (exit 1) instead
+    // of quietly resuming from an older checkpoint.
+    return "";
+  }
+  return "";
 }
 
 std::string read_checked(const std::string& folder, const FileEntry& f) {
@@ -153,8 +187,13 @@ std::string read_checked(const std::string& folder, const FileEntry& f) {
   const std::string hint = "the checkpoint is damaged; load another one (checkpoint.load_step)";
   std::string bytes;
   try {
-    bytes = read_file(path);
+    bytes = read_file(path, f.size);
   } catch (const std::system_error& e) {
+    if (e.code().value() == EFBIG) {
+      throw RuntimeFailure(
+          fmt::format("{}: larger than the {} bytes the manifest says (extended)", path, f.size),
+          hint);
+    }
     throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
                          hint);
   }
@@ -237,21 +276,44 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
   return record;
 }
 
-std::vector<int64_t> checkpoint_steps(const std::string& folder) {
-  std::vector<int64_t> steps;
+CheckpointListing list_checkpoints(const std::string& folder) {
+  CheckpointListing listing;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const int64_t step = step_of_folder_name(entry.path().filename().string());
-    if (step >= 0 && fs::is_regular_file(entry.path() / kManifest, ec)) steps.push_back(step);
+    const std::string name = entry.path().filename().string();
+    if (!starts_with(name, "step-")) continue;
+    const std::string why = why_not_a_checkpoint(entry.path().string(), name);
+    if (why.empty()) {
+      listing.steps.push_back(step_of_folder_name(name));
+    } else {
+      listing.warnings.push_back(fmt::format("{}: skipped: {}", entry.path().string(), why));
+    }
   }
-  std::sort(steps.begin(), steps.end());
-  return steps;
+  std::sort(listing.steps.begin(), listing.steps.end());
+  std::sort(listing.warnings.begin(), listing.warnings.end());
+  return listing;
+}
+
+std::string resolve_step_folder(const std::string& path, std::vector<std::string>& warnings) {
+  const std::string hint =
+      "give a step-N folder (e.g. outputs/checkpoint/step-100) or the folder "
+      "that holds them";
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) throw ConfigError(path, "no such checkpoint folder", hint);
+  if (fs::exists(path + "/" + kManifest, ec)) return path;
+  const CheckpointListing listing = list_checkpoints(path);
+  warnings.insert(warnings.end(), listing.warnings.begin(), listing.warnings.end());
+  if (listing.steps.empty()) {
+    throw ConfigError(path, "neither a checkpoint (no manifest.txt) nor a folder of checkpoints",
+                      hint);
+  }
+  return path + "/" + checkpoint_folder_name(listing.steps.back());
 }
 
 std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep) {
   std::vector<int64_t> removed;
   if (keep <= 0) return removed;
-  auto steps = checkpoint_steps(folder);
+  const auto steps = list_checkpoints(folder).steps;
   const auto excess = static_cast<int64_t>(steps.size()) - keep;
   for (int64_t i = 0; i < excess; ++i) {
     std::error_code ec;

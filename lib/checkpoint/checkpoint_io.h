@@ -56,9 +56,21 @@ std::string checkpoint_folder_name(int64_t step);
 SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& contents,
                            const std::function<bool()>& should_abort = {});
 
-// Steps of the step-N/ folders under `folder` that hold a manifest, ascending; empty when the
-// folder does not exist.
-std::vector<int64_t> checkpoint_steps(const std::string& folder);
+// The checkpoints under a folder. A folder counts as step N only when its name is exactly
+// checkpoint_folder_name(N) ("step-N", no leading zeros), it holds a manifest, and the step in its
+// manifest (and, for a full checkpoint, in train_state.bin) is N; any other step-like folder is
+// skipped and named in `warnings` with what it holds, never silently (a backup copy renamed
+// step-100 must not pass for the latest).
+struct CheckpointListing {
+  std::vector<int64_t> steps;         // ascending; empty when the folder does not exist
+  std::vector<std::string> warnings;  // one line per folder skipped
+};
+CheckpointListing list_checkpoints(const std::string& folder);
+
+// The step-N folder that `path` names: `path` itself when it holds a manifest, else the latest
+// checkpoint of list_checkpoints(path) (its warnings appended to `warnings`). Throws ConfigError
+// naming `path` when it is neither.
+std::string resolve_step_folder(const std::string& path, std::vector<std::string>& warnings);
 
 // Deletes all but the `keep` latest checkpoints (keep 0: none deleted). Returns the steps
 // deleted. Requires: called after a save completed, so the latest is complete.

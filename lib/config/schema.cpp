@@ -179,8 +179,9 @@ std::vector<FieldSpec> config_fields(Config& c) {
 
       not_hashed(field("checkpoint", "enable", &c.checkpoint.enable,
                        "Save checkpoints, and resume from the latest one at start")),
-      not_hashed(field("checkpoint", "folder", &c.checkpoint.folder,
-                       "Checkpoint folder, relative to job.dump_folder")),
+      not_hashed(
+          field("checkpoint", "folder", &c.checkpoint.folder,
+                "Checkpoint folder: inside job.dump_folder when relative, as given when absolute")),
       not_hashed(at_least(
           field("checkpoint", "interval", &c.checkpoint.interval, "Save every interval steps"), 1,
           kMaxSteps)),

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <system_error>
 
 #include "config/field_io.h"
@@ -94,7 +95,60 @@ void apply_key(const std::string& section, const std::string& key, const toml::n
 
 }  // namespace
 
+namespace {
+
+// toml++ parses nested tables, arrays and dotted keys recursively: a header with 100,000 dotted
+// parts overflows the stack (SIGSEGV). A config needs a depth of 3 at most, so anything past
+// kMaxTomlNesting is refused before toml++ sees it: brackets and braces nested outside strings,
+// and dots in a key (a [header] line, or the text before a key's '=').
+constexpr int kMaxTomlNesting = 32;
+
+void check_toml_nesting(const std::string& text, const std::string& source) {
+  int depth = 0, dots = 0, line = 1, column = 0;
+  bool in_key = true;  // at a line's start, until '=' (dots there are key parts)
+  std::string quote;   // the delimiter of the string being read (one or three quote characters)
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++column;
+    if (c == '\n') {
+      ++line, column = 0, dots = 0, in_key = quote.empty() && depth == 0;
+      continue;
+    }
+    if (!quote.empty()) {
+      if (c == '\\' && quote[0] == '"') {
+        ++i, ++column;
+      } else if (text.compare(i, quote.size(), quote) == 0) {
+        i += quote.size() - 1, column += static_cast<int>(quote.size()) - 1;
+        quote.clear();
+      }
+      continue;
+    }
+    if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      quote = text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
+      i += quote.size() - 1, column += static_cast<int>(quote.size()) - 1;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == '=') {
+      in_key = false;
+    } else if (c == '.' && in_key) {
+      ++dots;
+    }
+    if (depth > kMaxTomlNesting || dots >= kMaxTomlNesting) {
+      throw ConfigError(fmt::format("{}:{}:{}", source, line, column),
+                        fmt::format("nested more than {} levels deep", kMaxTomlNesting),
+                        "a titan-train config has [section] headers and key = value lines");
+    }
+  }
+}
+
+}  // namespace
+
 void apply_toml(Config& config, const std::string& text, const std::string& source) {
+  check_toml_nesting(text, source);
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -142,8 +196,12 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
 void apply_toml_file(Config& config, const std::string& path) {
   std::string text;
   try {
-    text = read_file(path);
+    text = read_file(path, kMaxTextFileBytes);
   } catch (const std::system_error& e) {
+    if (e.code().value() == EFBIG) {
+      throw ConfigError(path, "config file larger than 4 MiB",
+                        "a config is a few kilobytes; check that --config names the TOML file");
+    }
     throw ConfigError(path, "cannot open config file: " + e.code().message(),
                       "check the path; configs/ holds example files");
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -83,6 +84,15 @@ void check_checkpoint(const Config& config) {
     throw ConfigError(where(config, "checkpoint.keep_latest_k"), "1 is not allowed",
                       "keep at least 2 checkpoints (a save can be interrupted), or 0 for all");
   }
+  const std::filesystem::path folder(c.folder);
+  const std::string first = folder.lexically_normal().begin() == folder.lexically_normal().end()
+                                ? ""
+                                : folder.lexically_normal().begin()->string();
+  if (c.folder.empty() || (folder.is_relative() && (first == ".." || first == "."))) {
+    throw ConfigError(where(config, "checkpoint.folder"),
+                      fmt::format("\"{}\" is not a folder inside job.dump_folder", c.folder),
+                      "name a subfolder (the default is \"checkpoint\"), or give an absolute path");
+  }
 }
 
 void check_parallelism(const Config& config) {
@@ -117,6 +127,12 @@ void check_parallelism(const Config& config) {
 }
 
 }  // namespace
+
+std::string checkpoint_folder_path(const Config& config) {
+  const std::string& folder = config.checkpoint.folder;
+  if (std::filesystem::path(folder).is_absolute()) return folder;
+  return config.job.dump_folder + "/" + folder;
+}
 
 int64_t data_parallel_degree(const Config& config, int64_t world_size) {
   const ParallelismConfig& p = config.parallelism;

@@ -1,6 +1,7 @@
 #include "data/sources.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/memory_limit.h"
 
 namespace titan {
 namespace fs = std::filesystem;
@@ -31,16 +33,34 @@ constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
 // The files to read: `path` itself, or the files with `extension` in that folder, sorted.
 std::vector<std::string> list_files(const std::string& path, const std::string& extension) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    data_error("training.dataset_path", fmt::format("{}: {}", path, std::strerror(ENOENT)),
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) {
+    data_error("training.dataset_path",
+               fmt::format("{}: {}", path, ec ? ec.message() : std::strerror(ENOENT)),
                "point training.dataset_path at an existing file or folder");
   }
-  if (!fs::is_directory(path, ec)) return {path};
+  if (!fs::is_directory(status)) return {path};
   std::vector<std::string> files;
-  for (auto& entry : fs::directory_iterator(path)) {
-    if (entry.is_regular_file() && entry.path().extension() == extension) {
-      files.push_back(entry.path().string());
+  fs::directory_iterator entries(path, ec);
+  for (; !ec && entries != fs::directory_iterator(); entries.increment(ec)) {
+    const fs::path& entry = entries->path();
+    if (entry.extension() != extension) continue;
+    // A file of the folder that is not a regular file (a FIFO, a device, a link that loops or
+    // dangles) is named, not skipped: the user meant it as data.
+    struct stat st {};
+    if (::stat(entry.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      const int code = errno;
+      data_error(entry.string(),
+                 S_ISREG(st.st_mode) || st.st_mode == 0
+                     ? std::string(std::strerror(code))
+                     : "is " + file_type_name(st.st_mode) + ", not a regular file",
+                 "the data folder's " + extension + " files must be regular files");
     }
+    files.push_back(entry.string());
+  }
+  if (ec) {
+    data_error("training.dataset_path", fmt::format("{}: {}", path, ec.message()),
+               "point training.dataset_path at a readable folder");
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
@@ -52,9 +72,10 @@ std::vector<std::string> list_files(const std::string& path, const std::string& 
 
 std::string read_data_file(const std::string& path) {
   try {
-    return read_file(path);
+    return read_file(path, static_cast<uint64_t>(process_memory_limit().bytes));
   } catch (const std::system_error& e) {
-    data_error(path, "cannot read: " + e.code().message());
+    data_error(path, "cannot read: " + e.code().message(),
+               e.code().value() == EFBIG ? "the file is larger than this process's memory" : "");
   }
 }
 

@@ -25,7 +25,17 @@ std::string from_bytes(const std::vector<uint8_t>& b) { return {b.begin(), b.end
 
 std::string heartbeat_key(int64_t rank) { return fmt::format("heartbeat/{}", rank); }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+// A library's message for ours: its first line, without the "[./gloo/transport/tcp/pair.cc:589] "
+// source locations gloo and c10d put in front (they say nothing to a user).
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && line[0] == '[') {
+    const size_t close = line.find("] ");
+    if (close == std::string::npos || line.rfind(':', close) == std::string::npos) break;
+    line.erase(0, close + 2);
+  }
+  return line;
+}
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldInfo& w, bool server,
                                                  milliseconds timeout) {
@@ -100,7 +110,18 @@ class Heartbeat {
 StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
     : world_(world), timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
   store_ = open_store();
-  wait_for_all_ranks();
+  try {
+    wait_for_all_ranks();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const RuntimeFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RuntimeFailure(fmt::format("rank {} of {}: rank 0 is gone: its rendezvous store at {} "
+                                     "stopped answering during the rendezvous ({})",
+                                     world_.rank, world_.world_size, where(), first_line(e.what())),
+                         "rank 0's own output tells why it stopped");
+  }
   heartbeat_ = std::make_unique<Heartbeat>(world_, timeout_);
 }
 
@@ -181,12 +202,44 @@ c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
 }
 
 void StoreGroup::wait_for_all_ranks() {
-  store_->set(fmt::format("arrived/{}", world_.rank), to_bytes("1"));
+  const std::string hint =
+      "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or SLURM_NTASKS), "
+      "and each with its own RANK";
+  if (store_->add(fmt::format("claimed/{}", world_.rank), 1) > 1) {
+    throw ConfigError(
+        "environment",
+        fmt::format("another process at the rendezvous ({}) is rank {} too", where(), world_.rank),
+        hint);
+  }
+  // Each rank says which world it believes in, so that a WORLD_SIZE that differs between ranks
+  // is named as such instead of as ranks that never arrive.
+  const std::string mine = fmt::format("{} {}", world_.world_size, world_.launcher);
+  store_->set(fmt::format("arrived/{}", world_.rank), to_bytes(mine));
   const auto deadline = Clock::now() + timeout_;
   for (;;) {
     std::vector<int64_t> missing;
     for (int64_t r = 0; r < world_.world_size; ++r) {
-      if (!store_->check({fmt::format("arrived/{}", r)})) missing.push_back(r);
+      const std::string key = fmt::format("arrived/{}", r);
+      if (!store_->check({key})) {
+        missing.push_back(r);
+        continue;
+      }
+      const std::string theirs = from_bytes(store_->get(key));
+      if (theirs != mine) {
+        // Rank 0 serves the store: it stays until rank r has read its arrival too, so that both
+        // name the mismatch (rank r would otherwise find the store gone).
+        store_->set(fmt::format("mismatch_seen/{}", world_.rank), to_bytes("1"));
+        const auto linger_end = Clock::now() + std::chrono::seconds(5);
+        while (world_.rank == 0 && Clock::now() < linger_end &&
+               !store_->check({fmt::format("mismatch_seen/{}", r)})) {
+          std::this_thread::sleep_for(milliseconds(20));
+        }
+        throw ConfigError("environment",
+                          fmt::format("rank {} was started as one of {} (world size, launcher), "
+                                      "rank {} as one of {}",
+                                      world_.rank, mine, r, theirs),
+                          hint);
+      }
     }
     if (missing.empty()) return;
     if (Clock::now() > deadline) {
@@ -195,8 +248,7 @@ void StoreGroup::wait_for_all_ranks() {
                       "comm.init_timeout_seconds = {} s",
                       world_.rank, world_.world_size, missing.size() == 1 ? "rank" : "ranks",
                       join_integers(missing, ", "), where(), timeout_.count() / 1000),
-          "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or "
-          "SLURM_NTASKS)");
+          hint);
     }
     std::this_thread::sleep_for(milliseconds(50));
   }

@@ -115,6 +115,44 @@ std::string host_name() {
   return name;
 }
 
+namespace {
+
+// The launcher's variables must describe one process of one world: torchrun's RANK, LOCAL_RANK
+// and LOCAL_WORLD_SIZE only with WORLD_SIZE, each within the others' bounds.
+void check_world(const WorldInfo& w) {
+  const std::string hint =
+      "check RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE (torchrun sets "
+      "them all) or SLURM_PROCID/SLURM_NTASKS";
+  if (!env("WORLD_SIZE")) {
+    for (const char* name : {"RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
+      if (env(name) && !env("SLURM_NTASKS")) {
+        throw ConfigError(fmt::format("environment variable {}", name),
+                          "is set but WORLD_SIZE is not", hint);
+      }
+    }
+  }
+  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
+    throw ConfigError("environment",
+                      fmt::format("rank {} is outside a world of size {}", w.rank, w.world_size),
+                      hint);
+  }
+  if (w.local_world_size < 1 || w.local_world_size > w.world_size) {
+    throw ConfigError("environment",
+                      fmt::format("{} processes on this node (LOCAL_WORLD_SIZE) in a world of {}",
+                                  w.local_world_size, w.world_size),
+                      hint);
+  }
+  if (w.local_rank < 0 || w.local_rank >= w.local_world_size || w.local_rank > w.rank) {
+    throw ConfigError("environment",
+                      fmt::format("local rank {} does not fit rank {} with {} processes on this "
+                                  "node (LOCAL_RANK, RANK, LOCAL_WORLD_SIZE)",
+                                  w.local_rank, w.rank, w.local_world_size),
+                      hint);
+  }
+}
+
+}  // namespace
+
 WorldInfo world_from_environment() {
   WorldInfo w;
   if (read_int("WORLD_SIZE", w.world_size)) {
@@ -128,11 +166,7 @@ WorldInfo world_from_environment() {
   }
   read_master(w);
   if (const char* log_rank = env("LOG_RANK")) w.log_ranks = parse_log_ranks(log_rank);
-  if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
-    throw ConfigError("environment",
-                      fmt::format("rank {} is outside a world of size {}", w.rank, w.world_size),
-                      "check RANK/WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS)");
-  }
+  check_world(w);
   return w;
 }
 

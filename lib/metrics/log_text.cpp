@@ -16,7 +16,7 @@ namespace titan {
 
 std::string read_log_file(const std::string& path, const std::string& hint) {
   try {
-    return read_file(path);
+    return read_file(path, kMaxLogFileBytes);
   } catch (const std::system_error& e) {
     throw ConfigError(path, "cannot read: " + e.code().message(), hint);
   }

@@ -1,11 +1,12 @@
 // Causal scaled dot-product attention.
 //
-// libtorch >= 2.0: at::scaled_dot_product_attention (flash / memory-efficient kernels on CUDA).
-// libtorch 1.13 has no fused kernel, and the naive q@k^T, mask, softmax, @v spends most of a CPU
-// step writing and re-reading full (T, T) score matrices. This version walks query blocks and
-// multiplies each only with the keys it may see, so the masked upper triangle is never computed,
-// folds the scale and the mask into one baddbmm, softmaxes in place, and uses a hand-written
-// backward that reuses the saved probabilities.
+// On CUDA (libtorch >= 2.0): at::scaled_dot_product_attention (flash / memory-efficient kernels).
+// On the CPU titan-train's own kernels, on every libtorch: 1.13 has no fused kernel, 2.6's CPU
+// flash kernel is 20-70x slower at seq_len 512 than at 256, and the naive q@k^T, mask, softmax, @v
+// spends most of a CPU step writing and re-reading full (T, T) score matrices. This version walks
+// query blocks and multiplies each only with the keys it may see, so the masked upper triangle is
+// never computed, folds the scale and the mask into one baddbmm, softmaxes in place, and uses a
+// hand-written backward that reuses the saved probabilities.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,9 +20,9 @@ namespace titan {
 
 // Which implementation causal_attention runs. They agree to float rounding, not bitwise.
 enum class AttentionKernel {
-  kFusedAvx2,    // attention_kernels.h: libtorch 1.13, float, an AVX2+FMA CPU, D a multiple of 8
+  kFusedAvx2,    // attention_kernels.h: float on an AVX2+FMA CPU, D a multiple of 8 (any libtorch)
   kBlockedAten,  // blocked_causal_attention: libtorch 1.13 otherwise
-  kTorchSdpa,    // at::scaled_dot_product_attention: libtorch 2.x
+  kTorchSdpa,    // at::scaled_dot_product_attention: libtorch 2.x otherwise (CUDA among them)
 };
 AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device);
 // to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "blocked_aten",

@@ -16,6 +16,7 @@
 #include "metrics/fingerprint.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/memory_limit.h"
 #include "util/stop_signal.h"
 #include "util/strings.h"
 
@@ -55,13 +56,15 @@ Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Transforme
       group_(group),
       model_(model),
       optimizer_(optimizer),
-      folder_(config.job.dump_folder + "/" + config.checkpoint.folder) {}
+      folder_(checkpoint_folder_path(config)) {}
 
 StartPoint Checkpointer::resume_or_initialize() {
   StartPoint start;
   const auto& c = config_.checkpoint;
   if (c.enable) {
-    const auto steps = checkpoint_steps(folder_);
+    const CheckpointListing listing = list_checkpoints(folder_);
+    for (const auto& w : listing.warnings) start.notes.push_back("warning: " + w);
+    const auto& steps = listing.steps;
     if (c.load_step >= 0) {
       if (std::find(steps.begin(), steps.end(), c.load_step) == steps.end()) {
         throw ConfigError("checkpoint.load_step",
@@ -155,21 +158,26 @@ void Checkpointer::load_initial_weights(const std::string& path, StartPoint& sta
       "model's parameters under torchtitan's names";
   std::vector<NamedTensor> tensors;
   std::error_code ec;
+  std::string source = path;
   try {
     if (std::filesystem::is_directory(path, ec)) {
-      tensors = load_checkpoint(path).model;
+      std::vector<std::string> warnings;
+      source = resolve_step_folder(path, warnings);
+      for (const auto& w : warnings) start.notes.push_back("warning: " + w);
+      tensors = load_checkpoint(source).model;
     } else {
-      tensors = parse_safetensors(read_file(path), path).tensors;
+      const auto max_bytes = static_cast<uint64_t>(process_memory_limit().bytes);
+      tensors = parse_safetensors(read_file(path, max_bytes), path).tensors;
     }
   } catch (const std::system_error& e) {
     throw ConfigError(key, fmt::format("{}: {}", path, e.code().message()), hint);
   } catch (const RuntimeFailure& e) {
     throw ConfigError(key, e.what(), e.hint().empty() ? hint : e.hint());
   }
-  check_parameters_match(*model_, tensors, path, hint);
+  check_parameters_match(*model_, tensors, source, hint);
   load_parameters(*model_, tensors);
   start.notes.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
-                                    path, tensors.size()));
+                                    source, tensors.size()));
 }
 
 bool Checkpointer::due(int64_t step) const {
@@ -207,11 +215,15 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
   contents.config_toml = to_toml(config_);
+  // A relative checkpoint folder is titan-train's own, inside the dump folder: a link planted
+  // there is refused. An absolute one is the user's to point anywhere.
+  make_output_folder(folder_, std::filesystem::path(c.folder).is_absolute() ? FolderLink::kFollow
+                                                                            : FolderLink::kRefuse);
   SaveRecord record;
   try {
     record = save_checkpoint(folder_, contents, [] { return stop_signal_count() >= 2; });
   } catch (const WriteAborted&) {
-    const auto steps = checkpoint_steps(folder_);
+    const auto steps = list_checkpoints(folder_).steps;
     throw StoppedBySignal(
         pending_stop_signal(),
         fmt::format("a second {} aborted the save of step-{}; the complete checkpoints are "

@@ -20,9 +20,13 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& t,
   const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
   MemoryEstimate e;
   e.model_state = 16.0 * static_cast<double>(args.num_params());
+  const double dim = static_cast<double>(args.dim);
+  const double kv_dim = static_cast<double>(args.kv_heads() * args.head_dim());
+  const double one_block =
+      2.0 * dim + 2.0 * kv_dim + 2.0 * static_cast<double>(args.ffn_hidden_dim());
   e.activations = tokens * 4.0 *
                   (2.0 * static_cast<double>(args.vocab_size) +
-                   static_cast<double>(args.n_layers) * static_cast<double>(args.dim));
+                   static_cast<double>(args.n_layers) * dim + one_block);
   e.batches = 16.0 * tokens * static_cast<double>(grad_accum_steps);
   e.per_step = 8.0 * static_cast<double>(t.steps);
   return e;

@@ -16,9 +16,12 @@ namespace titan {
 // so a run refused on them could not have fit.
 struct MemoryEstimate {
   double model_state = 0;  // fp32 weights, gradients and AdamW's two moments: 16 B/parameter
-  double activations = 0;  // one micro-batch: logits and their gradient, each block's input
-  double batches = 0;      // a step's micro-batches (int64 inputs and labels), all held at once
-  double per_step = 0;     // the run's one-loss-per-step record
+  // One micro-batch: logits and their gradient, each block's input, and while one block runs
+  // (in any activation checkpointing mode) its q, k, v, attention output and SwiGLU's two
+  // hidden projections.
+  double activations = 0;
+  double batches = 0;   // a step's micro-batches (int64 inputs and labels), all held at once
+  double per_step = 0;  // the run's one-loss-per-step record
 };
 
 MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& training,

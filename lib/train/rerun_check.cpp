@@ -64,12 +64,7 @@ void RerunCheck::log_cost(double step_seconds, std::ostream& console) const {
 
 std::string RerunCheck::write_report(const RerunReport& report) const {
   const std::string folder = config_.job.dump_folder + "/rerun";
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) {
-    throw RuntimeFailure(fmt::format("cannot create {}: {}", folder, ec.message()),
-                         "check the permissions and free space of job.dump_folder");
-  }
+  make_output_folder(folder, FolderLink::kRefuse);
   const std::string path =
       fmt::format("{}/{}", folder, rank_file_name(fmt::format("step{}.txt", report.step), rank_));
   write_file_atomically(path, format_rerun_report(report));

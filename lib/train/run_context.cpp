@@ -14,6 +14,7 @@
 
 #include "determinism/determinism.h"
 #include "metrics/device_stats.h"
+#include "train/rank_agreement.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -108,6 +109,7 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.process_group =
       make_process_group(c.world, c.config.comm, backend, c.device, c.config.debug.deterministic);
   if (backend != GroupBackend::kSingle) log << format_rank_line(c) << std::flush;
+  check_ranks_agree(c.config, *c.process_group);
   const bool seed_unset = !c.config.debug.seed.has_value();
   if (c.world.world_size > 1 && seed_unset) {
     // Rank 0 draws; every rank initializes the same weights from it.

@@ -110,13 +110,18 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
 
 void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostream& log) {
   const int64_t ranks = parts.context.process_group->size();
+  if (summary.losses.empty()) {
+    log << "[titan] done: no step completed\n";
+    log.flush();
+    return;
+  }
   log << fmt::format(
       "[titan] done: {} steps in {:.1f} s, mean tps {}{}, final loss {:.5f}\n", summary.steps,
       summary.seconds, with_thousands(std::llround(summary.mean_tps / static_cast<double>(ranks))),
       ranks > 1
           ? fmt::format(" per rank ({} in all)", with_thousands(std::llround(summary.mean_tps)))
           : std::string(),
-      summary.losses.empty() ? NAN : summary.losses.back());
+      summary.losses.back());
   const GradientReducer* reducer = parts.reducer.get();
   if (reducer && reducer->reductions() > 0) {
     const double per_step = reducer->total_seconds() / static_cast<double>(reducer->reductions());

@@ -15,11 +15,10 @@ namespace titan {
 namespace {
 
 void create_dump_folder(const std::string& folder) {
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) {
-    throw ConfigError("job.dump_folder", fmt::format("cannot create {}: {}", folder, ec.message()),
-                      "choose a writable folder");
+  try {
+    make_output_folder(folder, FolderLink::kFollow);
+  } catch (const RuntimeFailure& e) {
+    throw ConfigError("job.dump_folder", e.what(), "choose a writable folder");
   }
 }
 

@@ -7,6 +7,7 @@
 #include "metrics/device_stats.h"
 #include "optim/optimizer.h"
 #include "train/memory_check.h"
+#include "train/rank_agreement.h"
 #include "util/error.h"
 #include "util/hash.h"
 
@@ -28,29 +29,6 @@ bool uses_bf16_autocast(const c10::Device& device, MixedPrecision precision) {
       return false;
   }
   return false;
-}
-
-// Throws RuntimeFailure, on every rank, when the ranks' parameter checksums differ.
-void check_replicas_agree(ProcessGroup& group, uint64_t checksum) {
-  if (group.size() == 1) return;
-  const auto checksums = group.gather("initial_parameters", fmt::format("{:#018x}", checksum));
-  std::vector<std::string> differing;
-  for (size_t r = 1; r < checksums.size(); ++r) {
-    if (checksums[r] != checksums[0]) {
-      differing.push_back(fmt::format("rank {} has {}", r, checksums[r]));
-    }
-  }
-  const std::string verdict = group.broadcast(
-      "initial_parameters_verdict",
-      differing.empty()
-          ? ""
-          : fmt::format("rank 0 has {}, {}", checksums[0], fmt::join(differing, ", ")));
-  if (!verdict.empty()) {
-    throw RuntimeFailure(
-        fmt::format("the ranks start from different parameters (checksums: {})", verdict),
-        "start every rank with the same config (model, debug.seed) and the same checkpoint or "
-        "initial_load_path");
-  }
 }
 
 }  // namespace
@@ -89,7 +67,7 @@ RunParts::RunParts(const RunContext& run_context)
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer);
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
-  check_replicas_agree(group, initial_checksum);
+  check_replicas_agree(group, initial_checksum, 0);
 }
 
 RunParts::~RunParts() = default;

@@ -1,9 +1,57 @@
 #include "train/step.h"
 
+#include <fmt/format.h>
+
+#include <new>
+#include <regex>
+#include <string>
+
 #include "optim/optimizer.h"
 #include "util/autocast.h"
+#include "util/error.h"
 
 namespace titan {
+namespace {
+
+// The size an allocator's message says was asked for ("you tried to allocate 123 bytes",
+// CUDA's "Tried to allocate 2.00 GiB"), or "" when it says none.
+std::string size_asked(const std::string& message) {
+  static const std::regex bytes("allocate ([0-9]+) bytes"), cuda("allocate ([0-9.]+ [KMGT]?i?B)");
+  std::smatch m;
+  if (std::regex_search(message, m, bytes)) {
+    return fmt::format("{:.2f} GiB", std::stod(m[1].str()) / (1024.0 * 1024.0 * 1024.0));
+  }
+  if (std::regex_search(message, m, cuda)) return m[1].str();
+  return "";
+}
+
+// Runs one phase of the step; an allocation failure in it becomes a RuntimeFailure that says
+// where it happened.
+template <class Fn>
+auto in_phase(const char* phase, const StepOptions& options, Fn fn) -> decltype(fn()) {
+  auto fail = [&](const std::string& message) {
+    const std::string size = size_asked(message);
+    return RuntimeFailure(
+        fmt::format("out of memory at step {}, in the {}{}", options.step, phase,
+                    size.empty() ? std::string() : " (an allocation of " + size + ")"),
+        "lower training.local_batch_size or training.seq_len (global_batch_size keeps the "
+        "batch by accumulating gradients), or use activation_checkpoint.mode = \"full\"");
+  };
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    throw fail("");
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    if (message.find("can't allocate memory") == std::string::npos &&
+        message.find("out of memory") == std::string::npos) {
+      throw;
+    }
+    throw fail(message);
+  }
+}
+
+}  // namespace
 
 at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
   return at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat), labels.flatten(0, 1), {},
@@ -28,16 +76,21 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
     at::Tensor loss;
     {
       CudaAutocastScope autocast(options.autocast_bf16, at::kBFloat16);
-      loss = summed_cross_entropy(model->forward(inputs), labels) / tokens_in_step;
+      loss = in_phase("forward", options, [&] {
+        return summed_cross_entropy(model->forward(inputs), labels) / tokens_in_step;
+      });
     }
-    loss.backward();
+    in_phase("backward", options, [&] { loss.backward(); });
     loss_sum += loss.detach().to(at::kDouble);
   }
-  if (options.reduce_gradients) options.reduce_gradients(loss_sum);
+  if (options.reduce_gradients) {
+    in_phase("gradient all-reduce", options, [&] { options.reduce_gradients(loss_sum); });
+  }
   if (options.before_clip) options.before_clip();
-  result.grad_norm = clip_grad_norm(params, options.max_norm);
+  result.grad_norm = in_phase("gradient clipping", options,
+                              [&] { return clip_grad_norm(params, options.max_norm); });
   result.loss = loss_sum.item<double>();
-  optimizer.step();
+  in_phase("optimizer step", options, [&] { optimizer.step(); });
   return result;
 }
 

@@ -34,6 +34,7 @@ struct StepOptions {
   std::function<void(at::Tensor& loss_sum)> reduce_gradients;
   // Called after the last backward, before clipping (the numerics trace reads the gradients).
   std::function<void()> before_clip;
+  int64_t step = 0;  // for messages
 };
 
 // Summed cross-entropy of logits (B, T, V) against labels (B, T), in float32.
@@ -44,5 +45,8 @@ at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
                     const std::vector<at::Tensor>& params, const std::vector<Batch>& micro_batches,
                     double lr, const StepOptions& options);
+// run_step turns an allocation failure (libtorch's "DefaultCPUAllocator: can't allocate memory",
+// CUDA's out-of-memory error, std::bad_alloc) into a RuntimeFailure naming the step, the phase
+// (forward, backward, gradient all-reduce, clipping, optimizer) and the size asked for.
 
 }  // namespace titan

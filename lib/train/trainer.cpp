@@ -8,6 +8,7 @@
 
 #include "determinism/determinism.h"
 #include "distributed/process_group.h"
+#include "train/rank_agreement.h"
 #include "util/autocast.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -49,6 +50,7 @@ ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batch
   const double lr = config_.optimizer.lr * parts_.schedule.factor(step);
   step_options_.before_clip = nullptr;
   step_options_.reduce_gradients = nullptr;
+  step_options_.step = step;
   if (parts_.reducer) {
     step_options_.reduce_gradients = [this, step](at::Tensor& loss_sum) {
       parts_.reducer->reduce(loss_sum, step);
@@ -105,6 +107,7 @@ StepResult Trainer::train_step() {
   if (step % config_.debug.fingerprint_freq == 0) {
     const auto start = Clock::now();
     checksum = tensors_checksum(parts_.params);
+    check_replicas_agree(*ctx_.process_group, *checksum, step);
     checksum_seconds_ += seconds_since(start);
   }
   outputs_.write_fingerprint(step, result.loss, result.grad_norm, result.lr, tokens_seen_,

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -39,21 +40,83 @@ int write_all(int fd, const char* data, size_t n) {
 
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string file_type_name(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+namespace {
+
+[[noreturn]] void refuse_input(const std::string& path, unsigned mode) {
+  throw FileRefused(path, "is " + file_type_name(mode) + ", not a regular file",
+                    "titan-train reads regular files only (a FIFO or a device could block or "
+                    "never end); point it at a file");
+}
+
+[[noreturn]] void refuse_output(const std::string& path, unsigned mode) {
+  throw FileRefused(path,
+                    "is " + file_type_name(mode) +
+                        ": titan-train writes regular files only and never through a link",
+                    "remove it (titan-train creates its files itself), or choose another folder");
+}
+
+// Refuses `path` when it exists as anything but a regular file (a link is not followed).
+void check_output_target(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(path, st.st_mode);
+}
+
+// A new file `path`.tmp that will replace `path` once renamed over it; a stale one (a killed
+// run's, or anything planted there) is removed first, and the new one is created exclusively, so
+// nothing at that name is followed or written into.
+int create_replacement(const std::string& path, std::string& tmp) {
+  check_output_target(path);
+  tmp = path + ".tmp";
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    struct stat st {};
+    if (::lstat(tmp.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(tmp, st.st_mode);
+    throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  return open_output_file(tmp, O_WRONLY | O_CREAT | O_EXCL);
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) throw system_error(errno, path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    int code = S_ISDIR(st.st_mode) ? EISDIR : errno;
+  if (::fstat(fd, &st) != 0) {
+    const int code = errno;
     ::close(fd);
     throw system_error(code, path);
   }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (S_ISDIR(st.st_mode)) throw system_error(EISDIR, path);
+    refuse_input(path, st.st_mode);
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw system_error(EFBIG, path);
+  }
   // Read straight into a buffer of the file's size (a checkpoint file is gigabytes); a file that
-  // grows meanwhile is read to its end all the same.
+  // grows meanwhile is read to its end all the same, up to the bound.
   std::string contents(static_cast<size_t>(st.st_size) + 1, '\0');
   size_t used = 0;
   for (;;) {
-    if (used == contents.size()) contents.resize(contents.size() * 2);
+    if (used > max_bytes) {
+      ::close(fd);
+      throw system_error(EFBIG, path);
+    }
+    if (used == contents.size())
+      contents.resize(std::min<uint64_t>(contents.size() * 2, max_bytes + 1));
     ssize_t n = ::read(fd, contents.data() + used, contents.size() - used);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -69,10 +132,46 @@ std::string read_file(const std::string& path) {
   return contents;
 }
 
+int open_output_file(const std::string& path, int flags) {
+  check_output_target(path);
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int code = errno;
+    struct stat st {};
+    // Something took the name since the check (ELOOP: a link; ENXIO: a FIFO without a reader).
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(path, st.st_mode);
+    throw RuntimeFailure("cannot write " + path + ": " + std::strerror(code));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const unsigned mode = st.st_mode;
+    ::close(fd);
+    refuse_output(path, mode);
+  }
+  return fd;
+}
+
+void make_output_folder(const std::string& path, FolderLink link) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  struct stat st {};
+  const int found =
+      link == FolderLink::kFollow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+  if (found == 0 && !S_ISDIR(st.st_mode)) {
+    throw FileRefused(path, "is " + file_type_name(st.st_mode) + ", not a folder",
+                      "titan-train makes this folder itself and does not follow a link here; "
+                      "remove it, or choose another job.dump_folder");
+  }
+  if (found != 0 || ec) {
+    throw RuntimeFailure("cannot create folder " + path + ": " +
+                             (ec ? ec.message() : std::string(std::strerror(errno))),
+                         "choose a writable folder");
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(errno));
+  std::string tmp;
+  const int fd = create_replacement(path, tmp);
   int code = write_all(fd, contents.data(), contents.size());
   if (code == 0 && ::fsync(fd) != 0) code = errno;
   if (::close(fd) != 0 && code == 0) code = errno;
@@ -84,10 +183,19 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 }
 
 LineFile::LineFile(const std::string& path, Mode mode) : path_(path) {
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == Mode::kTruncate ? O_TRUNC : 0);
-  fd_ = ::open(path.c_str(), flags, 0644);
-  if (fd_ < 0) throw RuntimeFailure("cannot write " + path + ": " + std::strerror(errno));
-  size_ = ::lseek(fd_, 0, SEEK_END);
+  if (mode == Mode::kAppend) {
+    fd_ = open_output_file(path, O_WRONLY | O_CREAT);
+    size_ = ::lseek(fd_, 0, SEEK_END);
+    return;
+  }
+  std::string tmp;
+  fd_ = create_replacement(path, tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int code = errno;
+    ::close(fd_);
+    std::remove(tmp.c_str());
+    throw RuntimeFailure("cannot write " + path + ": " + std::strerror(code));
+  }
 }
 
 LineFile::~LineFile() {
@@ -124,11 +232,12 @@ int64_t step_starting(const std::string& line) {
 
 void rewrite_log_through_step(const std::string& path, const std::string& header,
                               int64_t last_step) {
+  check_output_target(path);  // a planted link is refused before it is read
   std::string kept = header;
   if (last_step > 0) {
     std::string old;
     try {
-      old = read_file(path);
+      old = read_file(path, kMaxLogFileBytes);
     } catch (const std::system_error&) {
       old.clear();  // nothing to continue: the header alone
     }
@@ -154,8 +263,7 @@ void fsync_folder(const std::string& path) {
 
 HashedFileWriter::HashedFileWriter(std::string path, std::function<bool()> should_abort)
     : path_(std::move(path)), should_abort_(std::move(should_abort)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(errno));
+  fd_ = open_output_file(path_, O_WRONLY | O_CREAT | O_EXCL);
 }
 
 HashedFileWriter::~HashedFileWriter() {

@@ -6,18 +6,58 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/error.h"
 #include "util/hash.h"
 
 namespace titan {
 
-// The whole contents of the regular file `path`. Throws std::system_error, whose code() is the
-// system's reason (EISDIR for a folder), when it cannot be opened or read.
-std::string read_file(const std::string& path);
+// Every file titan-train reads or writes goes through this header, so that one set of rules
+// holds: it reads regular files only, never blocks in open() (O_NONBLOCK: a FIFO or a device is
+// opened, looked at and refused), and reads no more than a bound the caller states; it writes
+// regular files only, never through a final symbolic link (O_NOFOLLOW), and replaces a file by
+// renaming a new one over it, never by truncating it in place (a hard link's other name keeps
+// its contents).
 
-// Writes `contents` to `path` atomically: a temporary file in the same folder, flushed to disk,
-// then renamed over `path`. On failure the temporary file is removed and `path` is untouched.
-// Throws RuntimeFailure naming the path and the system's reason.
+// A path that is not a regular file where titan-train needs one (a FIFO, a device, a folder, a
+// symbolic link where it writes). Exit code 2; where() is the path, message() says what it is.
+class FileRefused : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
+// "a FIFO (named pipe)", "a character device", "a symbolic link", ... for a stat st_mode.
+std::string file_type_name(unsigned mode);
+
+// The whole contents of the regular file `path` (a link to one is followed), at most `max_bytes`
+// of it. Throws FileRefused when `path` is not a regular file, std::system_error with EFBIG when
+// it holds more than `max_bytes`, and std::system_error with the system's reason when it cannot
+// be opened or read.
+std::string read_file(const std::string& path, uint64_t max_bytes);
+
+// Bounds for read_file, by what is read.
+constexpr uint64_t kMaxTextFileBytes = uint64_t(4) << 20;  // configs, manifests, train states
+constexpr uint64_t kMaxLogFileBytes = uint64_t(8) << 30;   // logs that compare reads
+
+// Writes `contents` to `path` atomically: a new temporary file in the same folder, flushed to
+// disk, then renamed over `path`. On failure the temporary file is removed and `path` is
+// untouched. Throws FileRefused when `path` exists and is not a regular file, RuntimeFailure
+// naming the path and the system's reason otherwise.
 void write_file_atomically(const std::string& path, const std::string& contents);
+
+// Opens the output file `path` with `flags` (O_WRONLY or O_RDWR, O_CREAT, ...) and returns the
+// descriptor; O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC are added. Throws FileRefused when `path` is
+// a symbolic link or exists and is not a regular file, RuntimeFailure on other errors.
+int open_output_file(const std::string& path, int flags);
+
+// Whether the last component of a folder may be a symbolic link (followed). The dump folder and
+// an absolute checkpoint.folder are the user's to point anywhere; the folders titan-train makes
+// inside the dump folder (checkpoint/, rerun/, ac_debug/) are its own and must be real folders.
+enum class FolderLink { kFollow, kRefuse };
+
+// Creates the folder `path` (and its parents) unless it exists. Throws FileRefused when it
+// exists as something else (or, with kRefuse, as a symbolic link), RuntimeFailure when it cannot
+// be created.
+void make_output_folder(const std::string& path, FolderLink link);
 
 // A text file written whole lines at a time. Each write is one write(2) of complete lines; when a
 // write fails (a full disk), the file is cut back to its last complete line before the error is
@@ -26,7 +66,8 @@ class LineFile {
  public:
   enum class Mode { kTruncate, kAppend };
 
-  // Opens (creating) `path`. Throws RuntimeFailure naming the path.
+  // kTruncate: a new, empty file replaces `path` (renamed over it); kAppend: `path` is opened
+  // for appending (created when missing). Refuses what open_output_file refuses.
   LineFile(const std::string& path, Mode mode);
   ~LineFile();
   LineFile(const LineFile&) = delete;
@@ -71,8 +112,9 @@ class WriteAborted : public std::runtime_error {
 // into place once complete (checkpoints, exports).
 class HashedFileWriter {
  public:
-  // Creates `path`, which must not exist. `should_abort`, when set, is polled before each piece
-  // of at most 64 MiB that reaches the disk. Throws RuntimeFailure naming the path.
+  // Creates `path`, which must not exist (not even as a symbolic link). `should_abort`, when set,
+  // is polled before each piece of at most 64 MiB that reaches the disk. Throws RuntimeFailure
+  // naming the path.
   explicit HashedFileWriter(std::string path, std::function<bool()> should_abort = {});
   ~HashedFileWriter();  // an unfinished file is closed and removed
   HashedFileWriter(const HashedFileWriter&) = delete;

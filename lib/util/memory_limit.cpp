@@ -79,7 +79,7 @@ MemoryLimit process_memory_limit() {
       "host RAM"};
   std::string text;
   try {
-    text = read_file("/proc/self/cgroup");
+    text = read_file("/proc/self/cgroup", kMaxTextFileBytes);
   } catch (const std::system_error&) {
     // No cgroup information (not Linux, or /proc not mounted): host RAM is the limit.
   }

@@ -1,10 +1,14 @@
 #include "util/omp_env.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
+
+#include "util/error.h"
 
 namespace titan {
 namespace {
@@ -17,6 +21,15 @@ constexpr std::pair<const char*, const char*> kSettings[] = {
     {"OPENBLAS_THREAD_TIMEOUT", "4"},
 };
 
+// libtorch's and c10d's own log lines (glog's "Logging before InitGoogleLogging()", c10d's
+// socket errors) reach the user before titan-train's message says the same thing clearly: every
+// failure titan-train reports comes to it as an exception, so glog keeps only fatal lines unless
+// the user set the variables (GLOG_minloglevel=0 shows them all). Read at load, like the above.
+constexpr std::pair<const char*, const char*> kQuietLibraries[] = {
+    {"GLOG_minloglevel", "3"},
+    {"TORCH_CPP_LOG_LEVEL", "ERROR"},
+};
+
 bool set_by_titan(const char* name) {
   const char* list = std::getenv(kSetByTitan);
   return list != nullptr && std::strstr(list, name) != nullptr;
@@ -26,15 +39,63 @@ bool set_by_titan(const char* name) {
 
 void ensure_idle_threads_sleep(char** argv) {
   std::string set_now;
-  for (const auto& [name, value] : kSettings) {
-    if (std::getenv(name) != nullptr) continue;
-    if (setenv(name, value, /*overwrite=*/0) != 0) return;
-    set_now += set_now.empty() ? name : std::string(",") + name;
-  }
+  bool failed = false;
+  auto set_missing = [&](const auto& settings) {
+    for (const auto& [name, value] : settings) {
+      if (std::getenv(name) != nullptr) continue;
+      if (setenv(name, value, /*overwrite=*/0) != 0) failed = true;
+      set_now += set_now.empty() ? name : std::string(",") + name;
+    }
+  };
+  set_missing(kSettings);
+  set_missing(kQuietLibraries);
+  if (failed) return;
   if (set_now.empty()) return;
   setenv(kSetByTitan, set_now.c_str(), /*overwrite=*/1);
   execv("/proc/self/exe", argv);
   // execv returned: keep running with the libraries' defaults (the variables are set for children).
+}
+
+namespace {
+
+// Whether `value` is a positive decimal integer (a comma-separated list of them with `list`,
+// as OMP_NUM_THREADS allows for nested levels).
+bool positive_integers(const std::string& value, bool list) {
+  if (value.empty()) return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = list ? value.find(',', start) : std::string::npos;
+    const std::string part = value.substr(start, end == std::string::npos ? end : end - start);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != part.npos ||
+        std::stol(part) == 0) {
+      return false;
+    }
+    if (end == std::string::npos) return true;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+void check_thread_environment() {
+  auto check = [](const char* name, bool ok, const std::string& wanted) {
+    if (ok) return;
+    throw ConfigError(std::string("environment variable ") + name,
+                      std::string("\"") + std::getenv(name) + "\" is not " + wanted,
+                      std::string("unset it, or set ") + wanted);
+  };
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (const char* v = std::getenv(name)) {
+      check(name, positive_integers(v, name[0] == 'O' && name[1] == 'M'), "a positive integer");
+    }
+  }
+  if (const char* v = std::getenv("OMP_WAIT_POLICY")) {
+    check("OMP_WAIT_POLICY", strcasecmp(v, "ACTIVE") == 0 || strcasecmp(v, "PASSIVE") == 0,
+          "ACTIVE or PASSIVE");
+  }
+  if (const char* v = std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+    check("OPENBLAS_THREAD_TIMEOUT", positive_integers(v, false), "a positive integer");
+  }
 }
 
 std::string idle_threads_summary() {

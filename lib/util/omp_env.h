@@ -21,6 +21,12 @@ namespace titan {
 // execution) or when the re-exec fails. A variable the user set is never changed.
 void ensure_idle_threads_sleep(char** argv);
 
+// Checks the thread variables the libraries read (OMP_NUM_THREADS, OMP_WAIT_POLICY,
+// OPENBLAS_NUM_THREADS, OPENBLAS_THREAD_TIMEOUT) and throws ConfigError naming the first that
+// holds a value they would reject. libgomp prints its own line about such a value when it
+// loads, before main, which nothing in the program can suppress; this turns it into an exit 2.
+void check_thread_environment();
+
 // One line for the start-up log: each variable's value and whether titan-train set it.
 std::string idle_threads_summary();
 

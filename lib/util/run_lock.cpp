@@ -9,13 +9,13 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/files.h"
 
 namespace titan {
 
 RunLock::RunLock(const std::string& folder) {
   const std::string path = folder + "/.titan-train.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw RuntimeFailure("cannot create " + path + ": " + std::strerror(errno));
+  fd_ = open_output_file(path, O_RDWR | O_CREAT);
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
     const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
