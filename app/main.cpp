@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   try {
     titan::check_thread_environment();
     titan::ensure_idle_threads_sleep(argv);
+    titan::apply_library_log_level();
     titan::tune_malloc_for_training();
     return dispatch(std::vector<std::string>(argv, argv + argc));
   } catch (...) {

@@ -230,13 +230,22 @@ TEST_CASE(
     "hostile runs: an allocation that fails in a step is named with the step, the phase "
     "and the size",
     "[hostile]") {
-  // An address-space limit (ulimit -v, 2 GB) that the start-up fits in and step 1's forward at
-  // 8,192 tokens does not: the memory check, which counts the machine's memory, lets it pass.
+  // An address-space limit (ulimit -v) that the start-up fits in and step 1's forward at 8,192
+  // tokens does not: the memory check, which counts the machine's memory, lets it pass. The
+  // binary's own mappings vary (a CUDA libtorch maps gigabytes): the limit is 1 GB above the
+  // smallest power of two (from 1 GB) that --version loads under.
   const auto dir = test::temp_dir("hostile_oom");
+  int64_t loads = 1000000;
+  while (loads < 128000000 &&
+         test::run_shell(
+             fmt::format("ulimit -v {}; {} --version >/dev/null 2>&1", loads, test::binary()))
+                 .exit_code != 0) {
+    loads *= 2;
+  }
   const auto r = test::run_shell(fmt::format(
-      "ulimit -v 2000000; timeout 120 {} --config {}/configs/debug_model.toml --training.seq_len "
+      "ulimit -v {}; timeout 120 {} --config {}/configs/debug_model.toml --training.seq_len "
       "8192 --training.local_batch_size 1 --training.steps 1 --job.dump_folder {}/run 2>&1",
-      test::binary(), test::source_dir(), dir));
+      loads + 1000000, test::binary(), test::source_dir(), dir));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("titan-train: error: out of memory at step 1, in the ") &&

@@ -1,5 +1,6 @@
 #include "util/omp_env.h"
 
+#include <c10/util/Logging.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -23,11 +24,12 @@ constexpr std::pair<const char*, const char*> kSettings[] = {
 
 // libtorch's and c10d's own log lines (glog's "Logging before InitGoogleLogging()", c10d's
 // socket errors) reach the user before titan-train's message says the same thing clearly: every
-// failure titan-train reports comes to it as an exception, so glog keeps only fatal lines unless
-// the user set the variables (GLOG_minloglevel=0 shows them all). Read at load, like the above.
+// failure titan-train reports comes to it as an exception, so libtorch keeps only fatal lines
+// unless the user set the variables (GLOG_minloglevel=0 for 1.13's glog, TORCH_CPP_LOG_LEVEL=INFO
+// for 2.x's own logging, shows them all). glog reads its variable at load, like the above.
 constexpr std::pair<const char*, const char*> kQuietLibraries[] = {
     {"GLOG_minloglevel", "3"},
-    {"TORCH_CPP_LOG_LEVEL", "ERROR"},
+    {"TORCH_CPP_LOG_LEVEL", "FATAL"},
 };
 
 bool set_by_titan(const char* name) {
@@ -96,6 +98,13 @@ void check_thread_environment() {
   if (const char* v = std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
     check("OPENBLAS_THREAD_TIMEOUT", positive_integers(v, false), "a positive integer");
   }
+}
+
+void apply_library_log_level() {
+  // libtorch reads TORCH_CPP_LOG_LEVEL only in initLogging(), which Python calls and a C++
+  // program must call itself; without it libtorch 2.x's own logging (c10d's socket lines among
+  // them) prints warnings and errors whatever the variable says.
+  c10::initLogging();
 }
 
 std::string idle_threads_summary() {

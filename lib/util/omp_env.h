@@ -21,6 +21,10 @@ namespace titan {
 // execution) or when the re-exec fails. A variable the user set is never changed.
 void ensure_idle_threads_sleep(char** argv);
 
+// Applies TORCH_CPP_LOG_LEVEL (ensure_idle_threads_sleep sets it to FATAL unless the user set it)
+// to libtorch's own logging. Call once at start, before any libtorch work.
+void apply_library_log_level();
+
 // Checks the thread variables the libraries read (OMP_NUM_THREADS, OMP_WAIT_POLICY,
 // OPENBLAS_NUM_THREADS, OPENBLAS_THREAD_TIMEOUT) and throws ConfigError naming the first that
 // holds a value they would reject. libgomp prints its own line about such a value when it
