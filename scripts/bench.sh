@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Throughput benchmark: titan-train against the best-tuned PyTorch-eager loop of the same model
-# and step (scripts/bench/eager_baseline.py, Debian's python3-torch, same libtorch), on the debug
+# Throughput benchmark: titan-train against the fastest PyTorch-eager loop of the same model and
+# step (scripts/bench/eager_baseline.py, Debian's python3-torch, same libtorch), on the debug
 # model at seq_len 512, local_batch_size 4 on CPU, AC off, 2 warm-up + 10 measured steps.
-# The baseline's fastest setting is found once (printed); then the two alternate for ROUNDS
-# rounds (default 3) and each side's median tokens/s is printed with its min-max spread, with the
+# The eager loop's fastest environment, threads, attention formulation and AdamW implementation
+# are searched once (every candidate printed); then the two alternate for ROUNDS rounds
+# (default 3) and each side's median tokens/s is printed with its min-max spread, with the
 # ratio of medians, titan-train's median MFU and its kernel share of CPU time
-# (scripts/bench/interleaved.py).
-# Usage: scripts/bench.sh [extra titan-train flags]
+# (scripts/bench/interleaved.py). GROWTH=1 adds seq_len 256, 1024 and 2048.
+# Usage: [ROUNDS=3] [GROWTH=1] scripts/bench.sh [extra titan-train flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -16,4 +17,6 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
   echo "bench: installing python3-torch for the baseline"
   apt-get install -y -qq python3-torch >/dev/null
 fi
-exec "$PY" scripts/bench/interleaved.py --rounds "${ROUNDS:-3}" -- "$@"
+growth=()
+if [ "${GROWTH:-0}" = 1 ]; then growth=(--growth); fi
+exec "$PY" scripts/bench/interleaved.py --rounds "${ROUNDS:-3}" "${growth[@]}" -- "$@"

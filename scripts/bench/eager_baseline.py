@@ -4,7 +4,9 @@
 The C++ trainer is benchmarked against what a typical user would write in
 Python: a Llama 3 model (as torchtitan builds it) made of plain nn.Modules,
 trained with AdamW on random tokens in an ordinary eager loop, using the
-naive attention (matmul + mask + softmax + matmul) by default.
+naive attention (matmul + mask + softmax + matmul) by default; --attention
+baddbmm folds the scale and an additive causal mask into one baddbmm (what a
+user tuning the loop writes), --attention sdpa uses PyTorch's fused kernel.
 
 It runs --warmup-steps untimed steps, times --steps steps, and prints one
 machine-parseable line, "eager_baseline tokens_per_s=... step_ms=...
@@ -85,12 +87,12 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, args, seq_len, naive):
+    def __init__(self, args, seq_len, attention):
         super().__init__()
         self.n_heads = args.n_heads
         self.n_kv_heads = args.n_kv_heads
         self.head_dim = args.dim // args.n_heads
-        self.naive = naive
+        self.kind = attention
         self.wq = nn.Linear(args.dim, self.n_heads * self.head_dim, bias=False)
         kv_dim = self.n_kv_heads * self.head_dim
         self.wk = nn.Linear(args.dim, kv_dim, bias=False)
@@ -98,6 +100,8 @@ class Attention(nn.Module):
         self.wo = nn.Linear(self.n_heads * self.head_dim, args.dim, bias=False)
         mask = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)
         self.register_buffer("causal_mask", mask, persistent=False)
+        additive = torch.zeros(seq_len, seq_len).masked_fill(mask, float("-inf"))
+        self.register_buffer("additive_mask", additive, persistent=False)
 
     def forward(self, x, freqs_cis):
         bsz, seq, _ = x.shape
@@ -110,7 +114,15 @@ class Attention(nn.Module):
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
-        if self.naive:
+        if self.kind == "baddbmm":
+            b, h = q.shape[0], q.shape[1]
+            scores = torch.baddbmm(
+                self.additive_mask[:seq, :seq].expand(b * h, seq, seq),
+                q.reshape(b * h, seq, -1), k.reshape(b * h, seq, -1).transpose(1, 2),
+                alpha=1.0 / math.sqrt(self.head_dim))
+            probs = F.softmax(scores, dim=-1)
+            out = torch.bmm(probs, v.reshape(b * h, seq, -1)).view(b, h, seq, -1)
+        elif self.kind == "naive":
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
             scores = scores.masked_fill(self.causal_mask[:seq, :seq],
                                         float("-inf"))
@@ -137,9 +149,9 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, layer_id, args, naive):
+    def __init__(self, layer_id, args):
         super().__init__()
-        self.attention = Attention(args, args.seq_len, naive)
+        self.attention = Attention(args, args.seq_len, args.attention)
         self.feed_forward = FeedForward(args.dim, args.multiple_of,
                                         args.ffn_dim_multiplier)
         self.attention_norm = RMSNorm(args.dim)
@@ -160,10 +172,9 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     def __init__(self, args):
         super().__init__()
-        naive = args.attention == "naive"
         self.tok_embeddings = nn.Embedding(args.vocab, args.dim)
         self.layers = nn.ModuleList(
-            Block(i, args, naive) for i in range(args.n_layers))
+            Block(i, args) for i in range(args.n_layers))
         self.norm = RMSNorm(args.dim)
         self.output = nn.Linear(args.dim, args.vocab, bias=False)
         freqs = rope_frequencies(args.dim // args.n_heads, args.seq_len,
@@ -198,7 +209,10 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=8e-4)
-    p.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
+    p.add_argument("--attention", choices=("naive", "baddbmm", "sdpa"),
+                   default="naive")
+    p.add_argument("--foreach", action="store_true",
+                   help="AdamW's multi-tensor (foreach) implementation")
     args = p.parse_args(argv)
     if args.n_kv_heads is None:
         args.n_kv_heads = args.n_heads
@@ -223,7 +237,8 @@ def main(argv=None):
         assert n_params == DEFAULT_PARAMS, n_params
 
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95),
-                                  eps=1e-8, weight_decay=0.1)
+                                  eps=1e-8, weight_decay=0.1,
+                                  foreach=True if args.foreach else None)
     gen = torch.Generator().manual_seed(args.seed)
 
     def train_step():
