@@ -61,7 +61,13 @@ TEST_CASE("malloc tuning: on by default it cuts the page faults of each step, an
   REQUIRE(tuned.faults.size() == 4);
   REQUIRE(plain.faults.size() == 4);
   CAPTURE(tuned.faults, plain.faults);
-  CHECK(median(tuned.faults) < 0.5 * median(plain.faults));  // measured 384 vs 3,760 (1.13)
+  // Tuned, the steady-state steps are nearly fault-free: 384 a step in every run measured (1.13
+  // and 2.6, two CPUs). glibc's defaults give anything from 256 to 3,834 (its dynamic mmap
+  // threshold rises at a moment that varies from run to run), so they are no bound: the tuned
+  // run is checked against a fixed ceiling, and the plain figure is only reported.
+  CHECK(median(tuned.faults) < 1500);
+  WARN("steady-state minor faults per step: tuned " << median(tuned.faults) << ", glibc defaults "
+                                                    << median(plain.faults));
   FaultRun glibc = steady_faults("MALLOC_TOP_PAD_=0", "malloc_glibc_env");
   CHECK_THAT(glibc.output, Catch::Contains("glibc malloc as set by MALLOC_TOP_PAD_"));
 }
