@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// titan-train with `args` under a 60 s timeout (exit 124 if it blocks), output and exit code.
-test::RunResult run_bounded(const std::string& args, const std::string& env = "") {
-  return test::run_shell(fmt::format("env {} timeout 60 {} {} 2>&1", env, test::binary(), args));
-}
-
 void check_refused(const test::RunResult& r, const std::string& path, const std::string& what) {
   INFO(r.output);
   CHECK(r.exit_code == 2);
@@ -44,7 +39,8 @@ TEST_CASE("hostile files: a link planted at an output file is refused and its ta
     const std::string victim = test::write_text(dir + "/victim.txt", "precious\n");
     fs::create_directories(dir + "/run");
     fs::create_symlink(victim, dir + "/run/" + name);
-    const auto r = run_bounded(test::tiny_run(dir + "/run", 1, "--debug.numerics_trace blocks"));
+    const auto r =
+        test::run_titan_bounded(test::tiny_run(dir + "/run", 1, "--debug.numerics_trace blocks"));
     check_refused(r, dir + "/run/" + name, "is a symbolic link");
     CHECK(test::read_text(victim) == "precious\n");
   }
@@ -55,7 +51,7 @@ TEST_CASE("hostile files: a FIFO at an output file is refused without blocking",
     const auto dir = test::temp_dir("hostile_fifo_out");
     fs::create_directories(dir + "/run");
     make_fifo(dir + "/run/" + name);
-    check_refused(run_bounded(test::tiny_run(dir + "/run", 1)), name, "is a FIFO");
+    check_refused(test::run_titan_bounded(test::tiny_run(dir + "/run", 1)), name, "is a FIFO");
   }
 }
 
@@ -65,7 +61,7 @@ TEST_CASE("hostile files: a hard-linked log is replaced, not truncated through i
   fs::create_directories(dir + "/run");
   const std::string other = test::write_text(dir + "/other.txt", "keep me\n");
   fs::create_hard_link(other, dir + "/run/metrics.jsonl");
-  const auto r = run_bounded(test::tiny_run(dir + "/run", 1));
+  const auto r = test::run_titan_bounded(test::tiny_run(dir + "/run", 1));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(test::read_text(other) == "keep me\n");
@@ -80,7 +76,8 @@ TEST_CASE(
   fs::create_directories(dir + "/run");
   fs::create_directories(dir + "/elsewhere");
   fs::create_directory_symlink(dir + "/elsewhere", dir + "/run/checkpoint");
-  const auto r = run_bounded(test::tiny_run(dir + "/run", 2, "--checkpoint.enable true"));
+  const auto r =
+      test::run_titan_bounded(test::tiny_run(dir + "/run", 2, "--checkpoint.enable true"));
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains(dir + "/run/checkpoint: is a symbolic link, not a folder"));
@@ -92,9 +89,9 @@ TEST_CASE("hostile files: FIFOs and devices as inputs are refused at once, namin
   const auto dir = test::temp_dir("hostile_in");
   const std::string fifo = make_fifo(dir + "/in.fifo");
   const auto run = [&](const std::string& extra) {
-    return run_bounded(test::tiny_run(dir + "/run", 1, extra));
+    return test::run_titan_bounded(test::tiny_run(dir + "/run", 1, extra));
   };
-  check_refused(run_bounded("--config " + fifo), fifo,
+  check_refused(test::run_titan_bounded("--config " + fifo), fifo,
                 "is a FIFO (named pipe), not a regular file");
   check_refused(run("--training.dataset text --training.dataset_path " + fifo), fifo, "is a FIFO");
   check_refused(run("--training.dataset tokens --training.dataset_path /dev/zero"), "/dev/zero",
@@ -108,7 +105,7 @@ TEST_CASE("hostile files: a config over 4 MiB is refused before it is read", "[h
   const auto dir = test::temp_dir("hostile_big_config");
   const std::string config = dir + "/big.toml";
   test::write_text(config, "[training]\nsteps = 1\n" + std::string(5 << 20, '#') + "\n");
-  check_refused(run_bounded("--config " + config), config, "larger than 4 MiB");
+  check_refused(test::run_titan_bounded("--config " + config), config, "larger than 4 MiB");
 }
 
 TEST_CASE("hostile files: a looping link in a data folder is named without raw library text",
@@ -117,7 +114,7 @@ TEST_CASE("hostile files: a looping link in a data folder is named without raw l
   fs::create_directories(dir + "/data");
   test::write_text(dir + "/data/a.txt", "some text\n\nmore text\n");
   fs::create_symlink(dir + "/data/b.txt", dir + "/data/b.txt");
-  const auto r = run_bounded(test::tiny_run(
+  const auto r = test::run_titan_bounded(test::tiny_run(
       dir + "/run", 1, "--training.dataset text --training.dataset_path " + dir + "/data"));
   check_refused(r, dir + "/data/b.txt", "Too many levels of symbolic links");
   CHECK_THAT(r.output, !Catch::Contains("filesystem error"));
@@ -126,7 +123,7 @@ TEST_CASE("hostile files: a looping link in a data folder is named without raw l
 TEST_CASE("hostile files: export replaces regular files only, and never one in the checkpoint",
           "[hostile]") {
   const auto dir = test::temp_dir("hostile_export");
-  const auto trained = run_bounded(
+  const auto trained = test::run_titan_bounded(
       test::tiny_run(dir + "/run", 2, "--checkpoint.enable true --checkpoint.interval 2"));
   INFO(trained.output);
   REQUIRE(trained.exit_code == 0);
@@ -137,22 +134,25 @@ TEST_CASE("hostile files: export replaces regular files only, and never one in t
   fs::create_symlink(dir + "/victim", dir + "/out.link");
   test::write_text(dir + "/victim", "precious\n");
 
-  check_refused(run_bounded("export " + ckpt + " -o " + fifo + " --force"), fifo, "is a FIFO");
+  check_refused(test::run_titan_bounded("export " + ckpt + " -o " + fifo + " --force"), fifo,
+                "is a FIFO");
   CHECK(fs::is_fifo(fifo));
-  check_refused(run_bounded("export " + ckpt + " -o " + dir + "/out.link --force"),
+  check_refused(test::run_titan_bounded("export " + ckpt + " -o " + dir + "/out.link --force"),
                 dir + "/out.link", "is a symbolic link");
   CHECK(test::read_text(dir + "/victim") == "precious\n");
-  const auto inside = run_bounded("export " + ckpt + " -o " + manifest + " --force");
+  const auto inside = test::run_titan_bounded("export " + ckpt + " -o " + manifest + " --force");
   check_refused(inside, manifest, "the checkpoint being exported");
   CHECK(test::read_text(manifest) == manifest_before);
-  const auto beside = run_bounded("export " + ckpt + " -o " + ckpt + "/model.safetensors");
+  const auto beside =
+      test::run_titan_bounded("export " + ckpt + " -o " + ckpt + "/model.safetensors");
   check_refused(beside, ckpt + "/model.safetensors", "the checkpoint being exported");
 
-  const auto fine = run_bounded("export " + ckpt + " -o " + dir + "/model.safetensors");
+  const auto fine = test::run_titan_bounded("export " + ckpt + " -o " + dir + "/model.safetensors");
   INFO(fine.output);
   CHECK(fine.exit_code == 0);
   test::write_text(dir + "/old.safetensors", "old");
-  const auto forced = run_bounded("export " + ckpt + " -o " + dir + "/old.safetensors --force");
+  const auto forced =
+      test::run_titan_bounded("export " + ckpt + " -o " + dir + "/old.safetensors --force");
   CHECK(forced.exit_code == 0);
   CHECK(fs::file_size(dir + "/old.safetensors") == fs::file_size(dir + "/model.safetensors"));
 }

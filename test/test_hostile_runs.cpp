@@ -17,13 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-test::RunResult run_bounded(const std::string& args, const std::string& env = "") {
-  return test::run_shell(fmt::format("env {} timeout 120 {} {} 2>&1", env, test::binary(), args));
-}
-
 // A run of `steps` steps into `dir` that saves a full checkpoint every step.
 test::RunResult checkpointed_run(const std::string& dir, int steps, const std::string& extra = "") {
-  return run_bounded(test::tiny_run(
+  return test::run_titan_bounded(test::tiny_run(
       dir, steps,
       "--checkpoint.enable true --checkpoint.interval 1 --checkpoint.last_save_model_only false " +
           extra));
@@ -60,7 +56,7 @@ TEST_CASE("hostile runs: initial_load_path takes a folder of checkpoints, as exp
           "[hostile]") {
   const auto dir = test::temp_dir("hostile_initial");
   REQUIRE(checkpointed_run(dir + "/a", 2).exit_code == 0);
-  const auto r = run_bounded(
+  const auto r = test::run_titan_bounded(
       test::tiny_run(dir + "/b", 1, "--checkpoint.initial_load_path " + dir + "/a/checkpoint"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
@@ -71,7 +67,7 @@ TEST_CASE("hostile runs: checkpoint.folder stays inside the dump folder unless i
           "[hostile]") {
   const auto dir = test::temp_dir("hostile_ckpt_folder");
   for (const char* folder : {"../x", ".", "a/../.."}) {
-    const auto r = run_bounded(test::tiny_run(
+    const auto r = test::run_titan_bounded(test::tiny_run(
         dir + "/run", 1, fmt::format("--checkpoint.enable true --checkpoint.folder {}", folder)));
     INFO(r.output);
     CHECK(r.exit_code == 2);
@@ -94,7 +90,7 @@ TEST_CASE("hostile runs: torchrun variables that contradict each other are refus
       {"WORLD_SIZE=2 RANK=0 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2", "LOCAL_RANK"},
   };
   for (const auto& [env, named] : cases) {
-    const auto r = run_bounded(args, env);
+    const auto r = test::run_titan_bounded(args, env);
     INFO(env << "\n" << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(named));
@@ -111,7 +107,7 @@ TEST_CASE("hostile runs: a TOML nested past any config's depth is refused, not a
   for (int i = 0; i < 100000; ++i) value += "[";
   const std::string arrays = test::write_text(dir + "/arrays.toml", "[training]\n" + value + "\n");
   for (const auto& config : {deep, arrays}) {
-    const auto r = run_bounded("--config " + config);
+    const auto r = test::run_titan_bounded("--config " + config);
     INFO(r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output,
@@ -124,13 +120,13 @@ TEST_CASE("hostile runs: thread variables libgomp or OpenBLAS would reject are r
   const auto dir = test::temp_dir("hostile_threads");
   for (const char* env :
        {"OMP_NUM_THREADS=abc", "OMP_WAIT_POLICY=bogus", "OPENBLAS_NUM_THREADS=-1"}) {
-    const auto r = run_bounded(test::tiny_run(dir, 1), env);
+    const auto r = test::run_titan_bounded(test::tiny_run(dir, 1), env);
     INFO(r.output);
     CHECK(r.exit_code == 2);
     const std::string name = std::string(env).substr(0, std::string(env).find('='));
     CHECK_THAT(r.output, Catch::Contains("config error: environment variable " + name));
   }
-  const auto list = run_bounded(test::tiny_run(dir, 1), "OMP_NUM_THREADS=2,1");
+  const auto list = test::run_titan_bounded(test::tiny_run(dir, 1), "OMP_NUM_THREADS=2,1");
   INFO(list.output);
   CHECK(list.exit_code == 0);
 }
@@ -182,11 +178,11 @@ TEST_CASE(
   // q, k, v and SwiGLU projections); on a machine with more it might fit: not a bad input.
   if (process_memory_limit().bytes > 32.0 * (1 << 30)) return;
   const auto dir = test::temp_dir("hostile_long") + "/run";
-  const auto r = run_bounded("--config " + test::source_dir() +
-                             "/configs/debug_model.toml --training.seq_len 1048576 "
-                             "--training.local_batch_size 1 --training.steps 1 "
-                             "--job.dump_folder " +
-                             dir);
+  const auto r = test::run_titan_bounded("--config " + test::source_dir() +
+                                         "/configs/debug_model.toml --training.seq_len 1048576 "
+                                         "--training.local_batch_size 1 --training.steps 1 "
+                                         "--job.dump_folder " +
+                                         dir);
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("for the activations of 1 x 1048576 tokens"));

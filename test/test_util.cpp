@@ -22,6 +22,10 @@ RunResult run_titan_env(const std::string& env, const std::string& args) {
   return run_shell(env + (env.empty() ? "" : " ") + binary() + " " + args + " 2>&1");
 }
 
+RunResult run_titan_bounded(const std::string& args, const std::string& env) {
+  return run_shell("env " + env + " timeout 120 " + binary() + " " + args + " 2>&1");
+}
+
 std::string binary() { return TITAN_TRAIN_BINARY; }
 
 int free_port() {

@@ -22,6 +22,10 @@ RunResult run_titan(const std::string& args);
 // Same, with `env` ("NAME=value ...") prepended to the command's environment.
 RunResult run_titan_env(const std::string& env, const std::string& args);
 
+// Same, under `timeout 120` (exit 124 when it runs longer): for inputs that could make an open
+// or a read block.
+RunResult run_titan_bounded(const std::string& args, const std::string& env = "");
+
 // Runs `command` with /bin/sh and waits; output is its stdout (redirect stderr yourself).
 RunResult run_shell(const std::string& command);
 
