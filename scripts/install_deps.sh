@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libopenblas0-pthread
           cmake g++ ninja-build)
-if [ "${1:-}" = "--tests" ]; then packages+=(python3-matplotlib python3-torch); fi
+if [ "${1:-}" = "--tests" ]; then packages+=(python3-matplotlib python3-torch python3-protobuf); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -33,7 +33,7 @@ FaultRun steady_faults(const std::string& env, const std::string& tag) {
   FaultRun run{r.output, {}};
   if (r.exit_code != 0) return run;
   std::istringstream jsonl(test::read_text(dir + "/metrics.jsonl"));
-  const std::regex field(R"("step": ([0-9]+),.*"minor_faults": ([.e+0-9]+)\}$)");
+  const std::regex field(R"("step": ([0-9]+),.*"minor_faults": ([.e+0-9]+), "layers": )");
   std::smatch m;
   for (std::string line; std::getline(jsonl, line);) {
     if (std::regex_search(line, m, field) && std::stoll(m[1]) >= 3) {

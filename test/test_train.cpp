@@ -125,7 +125,7 @@ TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl"
   REQUIRE(std::regex_search(
       lines[2], cpu,
       std::regex(
-          R"("cpu_user_s": ([-+.e0-9]+), "cpu_system_s": ([-+.e0-9]+), "minor_faults": ([.e0-9]+)\}$)")));
+          R"("cpu_user_s": ([-+.e0-9]+), "cpu_system_s": ([-+.e0-9]+), "minor_faults": ([.e0-9]+), "layers": )")));
   CHECK(std::stod(cpu[1]) > 0);
   CHECK(std::stod(cpu[2]) >= 0);
   CHECK(std::stod(cpu[3]) >= 0);

@@ -58,6 +58,10 @@ struct LRSchedulerConfig {
 
 struct MetricsConfig {
   int64_t log_freq = 10;
+  bool enable_tensorboard = false;
+  std::string save_tb_folder = "tb";  // inside job.dump_folder
+  bool save_for_all_ranks = false;
+  int64_t histogram_freq = 0;  // 0: no histograms
 };
 
 struct CheckpointConfig {

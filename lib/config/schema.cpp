@@ -155,6 +155,17 @@ std::vector<FieldSpec> config_fields(Config& c) {
       not_hashed(at_least(field("metrics", "log_freq", &c.metrics.log_freq,
                                 "Log metrics at step 1 and every log_freq steps"),
                           1, kMaxSteps)),
+      not_hashed(field("metrics", "enable_tensorboard", &c.metrics.enable_tensorboard,
+                       "Write TensorBoard event files (scalars, per-layer norms, histograms)")),
+      not_hashed(field("metrics", "save_tb_folder", &c.metrics.save_tb_folder,
+                       "TensorBoard's folder inside job.dump_folder; each run writes into a "
+                       "<YYYYmmdd-HHMM> subfolder of it")),
+      not_hashed(field("metrics", "save_for_all_ranks", &c.metrics.save_for_all_ranks,
+                       "Every rank writes TensorBoard events (into rank_<N>/), not rank 0 only")),
+      not_hashed(at_least(field("metrics", "histogram_freq", &c.metrics.histogram_freq,
+                                "TensorBoard histograms of each block's weights and gradients "
+                                "every histogram_freq steps; 0: none"),
+                          0, kMaxSteps)),
 
       at_least(field("parallelism", "data_parallel_replicate_degree",
                      &c.parallelism.data_parallel_replicate_degree,

@@ -78,20 +78,35 @@ void check_activation_checkpoint(const Config& config) {
   }
 }
 
+// Whether `folder` (relative) names a folder strictly inside the dump folder.
+bool stays_inside(const std::string& folder) {
+  const std::filesystem::path normal = std::filesystem::path(folder).lexically_normal();
+  if (folder.empty() || normal.begin() == normal.end()) return false;
+  for (const auto& part : normal) {
+    if (part == "..") return false;
+  }
+  return normal.begin()->string() != ".";
+}
+
 void check_checkpoint(const Config& config) {
   const CheckpointConfig& c = config.checkpoint;
   if (c.keep_latest_k == 1) {
     throw ConfigError(where(config, "checkpoint.keep_latest_k"), "1 is not allowed",
                       "keep at least 2 checkpoints (a save can be interrupted), or 0 for all");
   }
-  const std::filesystem::path folder(c.folder);
-  const std::string first = folder.lexically_normal().begin() == folder.lexically_normal().end()
-                                ? ""
-                                : folder.lexically_normal().begin()->string();
-  if (c.folder.empty() || (folder.is_relative() && (first == ".." || first == "."))) {
+  if (c.folder.empty() || (std::filesystem::path(c.folder).is_relative() && !stays_inside(c.folder))) {
     throw ConfigError(where(config, "checkpoint.folder"),
                       fmt::format("\"{}\" is not a folder inside job.dump_folder", c.folder),
                       "name a subfolder (the default is \"checkpoint\"), or give an absolute path");
+  }
+}
+
+void check_metrics(const Config& config) {
+  const std::string& folder = config.metrics.save_tb_folder;
+  if (std::filesystem::path(folder).is_absolute() || !stays_inside(folder)) {
+    throw ConfigError(where(config, "metrics.save_tb_folder"),
+                      fmt::format("\"{}\" is not a folder inside job.dump_folder", folder),
+                      "name a subfolder of the dump folder (the default is \"tb\")");
   }
 }
 
@@ -199,6 +214,7 @@ void validate(const Config& config) {
   check_dataset(config);
   check_activation_checkpoint(config);
   check_checkpoint(config);
+  check_metrics(config);
   check_parallelism(config);
 }
 

@@ -26,15 +26,24 @@ std::string format_console_line(const StepMetrics& m) {
 }
 
 std::string format_json_line(const StepMetrics& m) {
+  std::string layers;
+  for (const PartNorms& p : m.layers) {
+    layers += fmt::format(
+        "{}\"{}\": {{\"grad_norm\": {}, \"weight_norm\": {}, \"update_norm\": {}, "
+        "\"update_ratio\": {}}}",
+        layers.empty() ? "" : ", ", p.name, json_number(p.grad_norm), json_number(p.weight_norm),
+        json_number(p.update_norm), json_number(p.update_ratio()));
+  }
   return fmt::format(
       "{{\"step\": {}, \"loss\": {}, \"grad_norm\": {}, \"lr\": {}, \"tokens_seen\": {}, "
-      "\"memory_gib\": {}, \"memory_pct\": {}, \"tps\": {}, \"tflops\": {}, \"mfu_pct\": {}, "
-      "\"step_time_s\": {}, \"cpu_user_s\": {}, \"cpu_system_s\": {}, "
-      "\"minor_faults\": {}}}",
+      "\"max_loss\": {}, \"memory_gib\": {}, \"memory_pct\": {}, \"tps\": {}, "
+      "\"tflops\": {}, \"mfu_pct\": {}, \"step_time_s\": {}, \"cpu_user_s\": {}, "
+      "\"cpu_system_s\": {}, \"minor_faults\": {}, \"layers\": {{{}}}}}",
       m.step, json_number(m.loss), json_number(m.grad_norm), json_number(m.lr), m.tokens_seen,
-      json_number(m.memory_gib), json_number(m.memory_pct), json_number(m.tps),
-      json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s),
-      json_number(m.cpu_user_s), json_number(m.cpu_system_s), json_number(m.minor_faults));
+      json_number(m.max_loss), json_number(m.memory_gib), json_number(m.memory_pct),
+      json_number(m.tps), json_number(m.tflops), json_number(m.mfu_pct),
+      json_number(m.step_time_s), json_number(m.cpu_user_s), json_number(m.cpu_system_s),
+      json_number(m.minor_faults), layers);
 }
 
 namespace {

@@ -4,14 +4,26 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/files.h"
 
 namespace titan {
 
+// One part of the model at a logged step: a block ("0", "1", ...), "tok_embeddings", "norm" or
+// "output". L2 norms over the part's parameters, in float64.
+struct PartNorms {
+  std::string name;
+  double grad_norm = 0;    // the step's gradient (summed over ranks), before clipping
+  double weight_norm = 0;  // the weights after the step
+  double update_norm = 0;  // ||w after - w before|| of the step's optimizer update
+  double update_ratio() const { return weight_norm > 0 ? update_norm / weight_norm : 0; }
+};
+
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;
+  double max_loss = 0;  // the largest rank's own loss (torchtitan's global_max_loss)
   double grad_norm = 0;  // before clipping
   double lr = 0;
   int64_t tokens_seen = 0;
@@ -28,13 +40,17 @@ struct StepMetrics {
   // Mean minor page faults per step since the last log (getrusage), the cost glibc malloc's
   // returning and re-faulting large blocks shows up as. metrics.jsonl only.
   double minor_faults = 0;
+  // Per part of the model, in model order (embedding, blocks, norm, output).
+  std::vector<PartNorms> layers;
 };
 
 // "step:  1  loss:  8.12345  grad_norm:  1.2345  memory:  1.21GiB(0.86%)  tps: 5,756  tflops:
 // 0.41  mfu: 0.04%  lr: 8.0000e-04" on one line.
 std::string format_console_line(const StepMetrics& m);
 
-// One JSON object, every number at full (round-trip) precision.
+// One JSON object, every number at full (round-trip) precision; the parts' norms as an object
+// "layers": {"tok_embeddings": {"grad_norm": ..., "weight_norm": ..., "update_norm": ...,
+// "update_ratio": ...}, "0": {...}, ...}.
 std::string format_json_line(const StepMetrics& m);
 
 // metrics.jsonl: one whole line per logged step (see LineFile).

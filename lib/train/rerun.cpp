@@ -291,6 +291,7 @@ std::string format_rerun_report(const RerunReport& r) {
   out += fmt::format("data: {}\n", r.dataset);
   write_sequences(out, r, "");
   write_extremes(out, r);
+  out += format_layer_window(r.layer_window);
   if (!r.action.empty()) out += fmt::format("action: {}\n", r.action);
   return out;
 }

@@ -22,6 +22,7 @@
 #include "data/loader.h"
 #include "metrics/compare.h"
 #include "metrics/numerics_log.h"
+#include "train/layer_window.h"
 
 namespace titan {
 
@@ -98,6 +99,7 @@ struct RerunReport {
   std::string dataset;                                     // the data source, as logged at start
   std::vector<SequenceLoss> sequences;
   std::vector<BlockExtremes> extremes;
+  std::vector<LayerNormsAt> layer_window;  // the measured steps up to the trigger step
   std::string action;  // what followed, as the log says it
 };
 

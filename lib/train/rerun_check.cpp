@@ -39,7 +39,11 @@ StepExecution describe_execution(const std::string& label, const ExecutedStep& e
 }  // namespace
 
 RerunCheck::RerunCheck(const Config& config, std::string dataset, int64_t rank)
-    : config_(config), monitor_(config.debug), dataset_(std::move(dataset)), rank_(rank) {}
+    : config_(config),
+      monitor_(config.debug),
+      dataset_(std::move(dataset)),
+      rank_(rank),
+      layer_window_(config.debug.rerun_window + 1) {}
 
 bool RerunCheck::armed(const DebugConfig& debug) { return RerunMonitor(debug).armed(); }
 
@@ -75,6 +79,7 @@ StepResult RerunCheck::check(int64_t step, const std::optional<Snapshot>& before
                              const std::vector<Batch>& batches, const ExecutedStep& original,
                              StepReplay& replay, std::ostream& console) {
   const StepResult& r = original.result;
+  if (!original.layers.empty()) layer_window_.add(step, original.layers);
   std::optional<RerunTrigger> trigger;
   if (before) trigger = monitor_.trigger(step, r.loss, r.grad_norm);
   if (!trigger) {
@@ -94,6 +99,7 @@ StepResult RerunCheck::rerun(RerunTrigger trigger, int64_t step, const Snapshot&
   report.trigger_text = monitor_.describe(trigger, original.result.loss, original.result.grad_norm);
   report.deterministic = config_.debug.deterministic;
   report.dataset = dataset_;
+  report.layer_window = layer_window_.steps();
   report.executions.push_back(describe_execution("original", original, replay));
   const Snapshot after = replay.snapshot();  // the original's result, for "stop"
 

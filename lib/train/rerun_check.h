@@ -22,6 +22,7 @@ namespace titan {
 struct ExecutedStep {
   StepResult result;
   std::optional<NumericsStep> trace;
+  std::vector<PartNorms> layers;  // measured for the first execution of a step (see LayerNormMeter)
 };
 
 // What the rerun check needs of the training loop.
@@ -88,6 +89,7 @@ class RerunCheck {
     double bytes = 0;  // of the latest kept state
   } keep_cost_;
   int64_t reruns_ = 0;
+  LayerWindow layer_window_;  // the per-layer norms of the last rerun_window steps
 };
 
 }  // namespace titan

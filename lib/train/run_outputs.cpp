@@ -46,6 +46,56 @@ std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c) {
   return lock;
 }
 
+// The event files' folder for this rank, or "" when it writes none. Rank 0 picks the run folder
+// so that every rank writes under the same one.
+std::string tensorboard_folder(const RunContext& c, int64_t resume_step) {
+  const MetricsConfig& m = c.config.metrics;
+  if (!m.enable_tensorboard) return "";
+  const std::string root = c.config.job.dump_folder + "/" + m.save_tb_folder;
+  std::string run;
+  if (c.world.rank == 0) {
+    make_output_folder(root, FolderLink::kRefuse);
+    run = choose_tensorboard_run_folder(root, resume_step, current_minute());
+  }
+  if (c.world.world_size > 1 && m.save_for_all_ranks)
+    run = c.process_group->broadcast("tensorboard_run_folder", run);
+  if (!m.save_for_all_ranks) return c.world.rank == 0 ? run : "";
+  make_output_folder(run, FolderLink::kRefuse);
+  return run + "/rank_" + std::to_string(c.world.rank);
+}
+
+SummaryValue scalar(const std::string& tag, double value) {
+  SummaryValue v;
+  v.tag = tag;
+  v.scalar = static_cast<float>(value);
+  return v;
+}
+
+// torchtitan's tags, then the per-layer norms.
+std::vector<SummaryValue> tensorboard_scalars(const StepMetrics& m) {
+  std::vector<SummaryValue> values = {
+      scalar("loss_metrics/global_avg_loss", m.loss),
+      scalar("loss_metrics/global_max_loss", m.max_loss),
+      scalar("grad_norm", m.grad_norm),
+      scalar("throughput(tps)", m.tps),
+      scalar("tflops", m.tflops),
+      scalar("mfu(%)", m.mfu_pct),
+      scalar("memory/max_reserved(GiB)", m.memory_gib),
+      scalar("memory/max_reserved(%)", m.memory_pct),
+      scalar("time_metrics/end_to_end(s)", m.step_time_s),
+      scalar("lr", m.lr),
+      scalar("n_tokens_seen", static_cast<double>(m.tokens_seen)),
+  };
+  for (const PartNorms& p : m.layers) {
+    const std::string prefix = "layers/" + p.name + "/";
+    values.push_back(scalar(prefix + "grad_norm", p.grad_norm));
+    values.push_back(scalar(prefix + "weight_norm", p.weight_norm));
+    values.push_back(scalar(prefix + "update_norm", p.update_norm));
+    values.push_back(scalar(prefix + "update_ratio", p.update_ratio()));
+  }
+  return values;
+}
+
 }  // namespace
 
 RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& header,
@@ -60,12 +110,19 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   fingerprint_ = std::make_unique<FingerprintLog>(
       folder + "/" + rank_file_name("fingerprint.log", rank), header, resume_step);
   open_numerics_log(tracer, folder, resume_step, rank);
+  const std::string tb = tensorboard_folder(context, resume_step);
+  if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
 }
 
 void RunOutputs::log_step(const StepMetrics& m) {
   console() << "[titan] " << format_console_line(m) << std::endl;
   check_console();
   if (metrics_) metrics_->write(m);
+  if (tensorboard_) tensorboard_->write(m.step, tensorboard_scalars(m));
+}
+
+void RunOutputs::write_histograms(int64_t step, const std::vector<SummaryValue>& histograms) {
+  if (tensorboard_ && !histograms.empty()) tensorboard_->write(step, histograms);
 }
 
 void RunOutputs::write_fingerprint(int64_t step, double loss, double grad_norm, double lr,

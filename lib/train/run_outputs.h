@@ -1,5 +1,5 @@
 // The run's outputs: its console and the files it writes into job.dump_folder (config.toml,
-// metrics.jsonl, fingerprint.log, numerics.log), opened together and last, once the model, data,
+// metrics.jsonl, fingerprint.log, numerics.log, TensorBoard's event files), opened together and last, once the model, data,
 // optimizer and resume point they describe are built, so that a run that fails to start leaves
 // an earlier run's files untouched.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
+#include "metrics/tensorboard.h"
 #include "train/numerics_trace.h"
 #include "train/run_context.h"
 #include "util/run_lock.h"
@@ -22,7 +23,9 @@ class RunOutputs {
   // Rank 0 creates the dump folder and locks it (a second run into it is refused: ConfigError,
   // on every rank), then writes config.toml and opens metrics.jsonl; every rank opens its
   // fingerprint.log (fingerprint.rank<N>.log) with `header`, and numerics.log for `tracer` (or
-  // removes a stale one; see open_numerics_log). A run resumed after `resume_step` > 0 keeps the
+  // removes a stale one; see open_numerics_log). With metrics.enable_tensorboard, rank 0 (every
+  // rank with save_for_all_ranks) opens a new event file (see TensorBoardWriter), in the run
+  // folder rank 0 chose (choose_tensorboard_run_folder). A run resumed after `resume_step` > 0 keeps the
   // files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file cannot
   // be written. Requires: `context` outlives the outputs. The lock is held until destruction.
   RunOutputs(const RunContext& context, const FingerprintHeader& header, NumericsTracer* tracer,
@@ -31,9 +34,14 @@ class RunOutputs {
   // This rank's console (silent for ranks LOG_RANK leaves out).
   std::ostream& console() const { return *context_.log; }
 
-  // A logged step: the console line, then metrics.jsonl's (rank 0). When the console fails (a
-  // closed pipe, a full disk) it warns once on stderr and training goes on.
+  // A logged step: the console line, then metrics.jsonl's (rank 0) and its TensorBoard scalars
+  // (torchtitan's tags, and layers/<part>/<norm> for the per-layer norms). When the console fails
+  // (a closed pipe, a full disk) it warns once on stderr and training goes on.
   void log_step(const StepMetrics& metrics);
+
+  // A step's histograms (LayerNormMeter::histograms), to TensorBoard when it is on.
+  void write_histograms(int64_t step, const std::vector<SummaryValue>& histograms);
+  bool tensorboard_on() const { return tensorboard_ != nullptr; }
 
   // Every step's fingerprint.log line (see FingerprintLog::write_step).
   void write_fingerprint(int64_t step, double loss, double grad_norm, double lr,
@@ -46,6 +54,7 @@ class RunOutputs {
   std::unique_ptr<RunLock> lock_;         // rank 0
   std::unique_ptr<JsonlWriter> metrics_;  // rank 0
   std::unique_ptr<FingerprintLog> fingerprint_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
   bool console_failed_ = false;
 };
 

@@ -29,7 +29,8 @@ Trainer::Trainer(RunParts& parts, RunOutputs& outputs)
       config_(parts.context.config),
       parts_(parts),
       outputs_(outputs),
-      step_options_(parts.step_options) {
+      step_options_(parts.step_options),
+      layer_norms_(parts.model) {
   if (parts_.start.state) {
     apply(*parts_.start.state);
   } else {
@@ -48,18 +49,41 @@ void Trainer::adopt_train_timeout() {
 ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batches,
                                    bool capture_ops, bool write_log) {
   const double lr = config_.optimizer.lr * parts_.schedule.factor(step);
+  // The first execution of a step is the one the logs describe.
+  const bool measure = write_log && (logs_step(step) || parts_.rerun || histograms_at(step));
+  const bool max_loss = write_log && logs_step(step) && ctx_.process_group->size() > 1;
   step_options_.before_clip = nullptr;
   step_options_.reduce_gradients = nullptr;
   step_options_.step = step;
   if (parts_.reducer) {
-    step_options_.reduce_gradients = [this, step](at::Tensor& loss_sum) {
+    step_options_.reduce_gradients = [this, step, max_loss](at::Tensor& loss_sum) {
+      // Each rank's own loss (its summed loss is over the tokens of all ranks).
+      at::Tensor per_rank;
+      if (max_loss) {
+        const auto world = ctx_.process_group->size();
+        per_rank = at::zeros({world}, at::kDouble);
+        per_rank[ctx_.process_group->rank()] = loss_sum.cpu() * static_cast<double>(world);
+      }
       parts_.reducer->reduce(loss_sum, step);
+      if (max_loss) {
+        ctx_.process_group->all_reduce_sum(per_rank, "the ranks' losses");
+        last_max_loss_ = per_rank.max().item<double>();
+      }
     };
   }
+  std::vector<std::function<void()>> before_clip;
   if (parts_.numerics) {
     parts_.numerics->begin_step(step, capture_ops, write_log);
-    if (parts_.numerics->tracing())
-      step_options_.before_clip = [this] { parts_.numerics->record_gradients(); };
+    if (parts_.numerics->tracing()) before_clip.emplace_back([this] { parts_.numerics->record_gradients(); });
+  }
+  if (measure) {
+    layer_norms_.begin(histograms_at(step));
+    before_clip.emplace_back([this] { layer_norms_.record_gradients(); });
+  }
+  if (!before_clip.empty()) {
+    step_options_.before_clip = [before_clip] {
+      for (const auto& f : before_clip) f();
+    };
   }
   ExecutedStep e;
   try {
@@ -70,6 +94,7 @@ ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batch
     throw mismatch.at_step(step);  // the backward that found it does not know the step
   }
   e.result.step = step;
+  if (measure) e.layers = layer_norms_.end();
   if (parts_.numerics) {
     std::optional<NumericsStep> record = parts_.numerics->end_step();
     if (capture_ops) e.trace = std::move(record);
@@ -92,6 +117,8 @@ StepResult Trainer::train_step() {
   // A step listed in rerun_steps is traced the first time too, so a difference can be named.
   const bool trace_original = parts_.rerun && parts_.rerun->traces_original(step);
   ExecutedStep original = execute_step(step, micro_batches, trace_original, true);
+  last_layers_ = original.layers;
+  if (histograms_at(step)) outputs_.write_histograms(step, layer_norms_.histograms());
   step_ = step;
   tokens_seen_ += parts_.plan.tokens_per_step;
   StepResult result = original.result;
@@ -181,6 +208,8 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   m.loss = r.loss;
   m.grad_norm = r.grad_norm;
   m.lr = r.lr;
+  m.max_loss = ctx_.process_group->size() > 1 ? last_max_loss_ : r.loss;
+  m.layers = last_layers_;
   m.tokens_seen = tokens_seen_;
   auto memory = read_and_reset_peak_memory(ctx_.device);
   m.memory_gib = memory.peak_gib;
@@ -197,6 +226,15 @@ void Trainer::log_step(const StepResult& r, double seconds, int64_t steps) {
   m.minor_faults = (now.minor_faults - cpu_at_last_log_.minor_faults) / static_cast<double>(steps);
   cpu_at_last_log_ = now;
   outputs_.log_step(m);
+}
+
+bool Trainer::logs_step(int64_t step) const {
+  return step == 1 || step % config_.metrics.log_freq == 0 || step == config_.training.steps;
+}
+
+bool Trainer::histograms_at(int64_t step) const {
+  const int64_t every = config_.metrics.histogram_freq;
+  return outputs_.tensorboard_on() && every > 0 && step % every == 0;
 }
 
 TrainSummary Trainer::train() {
@@ -221,7 +259,7 @@ TrainSummary Trainer::train() {
     adopt_train_timeout();
     summary.losses.push_back(r.loss);
     ++steps_since_log;
-    if (r.step == 1 || r.step % config_.metrics.log_freq == 0 || r.step == config_.training.steps) {
+    if (logs_step(r.step)) {
       log_step(r, seconds_since(last_log), steps_since_log);
       last_log = Clock::now();
       steps_since_log = 0;

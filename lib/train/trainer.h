@@ -13,6 +13,7 @@
 #include "checkpoint/snapshot.h"
 #include "checkpoint/train_state.h"
 #include "metrics/device_stats.h"
+#include "train/layer_norms.h"
 #include "train/rerun_check.h"
 #include "train/run_log.h"
 #include "train/run_outputs.h"
@@ -55,6 +56,10 @@ class Trainer : public StepReplay {
   // After step 1 collectives wait comm.train_timeout_seconds instead of the init timeout.
   void adopt_train_timeout();
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
+  // Whether step `step` is logged (step 1, every metrics.log_freq steps, the last).
+  bool logs_step(int64_t step) const;
+  // Whether TensorBoard gets step `step`'s histograms (metrics.histogram_freq).
+  bool histograms_at(int64_t step) const;
   // One execution of step `step` on `batches` from the current state; its op-level record when
   // `capture_ops`; numerics.log lines when `write_log`.
   ExecutedStep execute_step(int64_t step, const std::vector<Batch>& batches, bool capture_ops,
@@ -71,6 +76,10 @@ class Trainer : public StepReplay {
   bool train_timeout_adopted_ = false;
   double checksum_seconds_ = 0;
   CpuUsage cpu_at_last_log_;  // for the per-step CPU time in metrics.jsonl
+  // Per-layer norms: measured at logged steps (and every step for the rerun check's window).
+  LayerNormMeter layer_norms_;
+  std::vector<PartNorms> last_layers_;  // of the latest measured step
+  double last_max_loss_ = 0;            // the latest logged step's largest per-rank loss
 };
 
 }  // namespace titan

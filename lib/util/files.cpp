@@ -66,12 +66,6 @@ namespace {
                     "remove it (titan-train creates its files itself), or choose another folder");
 }
 
-// Refuses `path` when it exists as anything but a regular file (a link is not followed).
-void check_output_target(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(path, st.st_mode);
-}
-
 // A new file `path`.tmp that will replace `path` once renamed over it; a stale one (a killed
 // run's, or anything planted there) is removed first, and the new one is created exclusively, so
 // nothing at that name is followed or written into.
@@ -87,6 +81,11 @@ int create_replacement(const std::string& path, std::string& tmp) {
 }
 
 }  // namespace
+
+void check_output_target(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(path, st.st_mode);
+}
 
 std::string read_file(const std::string& path, uint64_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -203,15 +202,21 @@ LineFile::~LineFile() {
 }
 
 void LineFile::write(const std::string& lines) {
-  std::string text = lines;
-  if (text.empty() || text.back() != '\n') text += '\n';
-  int code = write_all(fd_, text.data(), text.size());
+  if (!lines.empty() && lines.back() == '\n') {
+    append(lines);
+  } else {
+    append(lines + '\n');
+  }
+}
+
+void LineFile::append(const std::string& bytes) {
+  int code = write_all(fd_, bytes.data(), bytes.size());
   if (code != 0) {
-    // Drop whatever part of the lines reached the file; the file ends at a whole line again.
+    // Drop whatever part of the bytes reached the file; it ends where the last write did.
     if (::ftruncate(fd_, size_) == 0) ::lseek(fd_, size_, SEEK_SET);
     throw RuntimeFailure("cannot write " + path_ + ": " + std::strerror(code));
   }
-  size_ += static_cast<long long>(text.size());
+  size_ += static_cast<long long>(bytes.size());
 }
 
 namespace {

@@ -44,6 +44,9 @@ constexpr uint64_t kMaxLogFileBytes = uint64_t(8) << 30;   // logs that compare 
 // naming the path and the system's reason otherwise.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// Throws FileRefused when `path` exists as anything but a regular file (a link is not followed).
+void check_output_target(const std::string& path);
+
 // Opens the output file `path` with `flags` (O_WRONLY or O_RDWR, O_CREAT, ...) and returns the
 // descriptor; O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC are added. Throws FileRefused when `path` is
 // a symbolic link or exists and is not a regular file, RuntimeFailure on other errors.
@@ -76,6 +79,8 @@ class LineFile {
   // Appends `lines` (one or more lines; a final '\n' is added when missing). Throws
   // RuntimeFailure naming the path and the reason.
   void write(const std::string& lines);
+  // Appends `bytes` as they are, by the same rule: all of them or none (binary records).
+  void append(const std::string& bytes);
 
   const std::string& path() const { return path_; }
 

@@ -1,0 +1,123 @@
+#include "train/layer_norms.h"
+
+#include <cmath>
+
+namespace titan {
+namespace {
+
+// L2 norm over tensors, accumulated in float64.
+double l2_norm(const std::vector<at::Tensor>& tensors) {
+  double sum_squares = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    sum_squares += t.detach().to(at::kDouble).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum_squares);
+}
+
+std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+SummaryValue histogram_value(const std::string& tag, const std::vector<at::Tensor>& values) {
+  SummaryValue v;
+  v.tag = tag;
+  v.is_histogram = true;
+  v.histogram = make_histogram(values);
+  return v;
+}
+
+}  // namespace
+
+std::string part_of(const std::string& name) {
+  const std::string blocks = "layers.";
+  if (name.rfind(blocks, 0) == 0) {
+    const size_t end = name.find('.', blocks.size());
+    return name.substr(blocks.size(), end == std::string::npos ? end : end - blocks.size());
+  }
+  return name.substr(0, name.find('.'));
+}
+
+Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : values) flat.push_back(t.detach().reshape(-1).to(at::kDouble).cpu());
+  const at::Tensor all = flat.empty() ? at::zeros({0}, at::kDouble) : at::cat(flat);
+  Histogram h;
+  h.num = static_cast<double>(all.numel());
+  if (all.numel() == 0) return h;
+  h.min = all.min().item<double>();
+  h.max = all.max().item<double>();
+  h.sum = all.sum().item<double>();
+  h.sum_squares = all.pow(2).sum().item<double>();
+  if (h.min == h.max) {
+    h.bucket_limit = {h.max};
+    h.bucket = {h.num};
+    return h;
+  }
+  // Bucket i holds (limit[i-1], limit[i]]: counts of values <= each limit, differenced.
+  const double width = (h.max - h.min) / static_cast<double>(buckets);
+  double below = 0;
+  for (int64_t i = 1; i <= buckets; ++i) {
+    const double limit = i == buckets ? h.max : h.min + width * static_cast<double>(i);
+    const double at_most = all.le(limit).sum().item<double>();
+    h.bucket_limit.push_back(limit);
+    h.bucket.push_back(at_most - below);
+    below = at_most;
+  }
+  return h;
+}
+
+LayerNormMeter::LayerNormMeter(Transformer& model) {
+  for (const auto& item : model->named_parameters()) {
+    const std::string part = part_of(item.key());
+    if (parts_.empty() || parts_.back().name != part) parts_.push_back(Part{part, {}, {}, 0});
+    parts_.back().params.push_back(item.value());
+  }
+}
+
+void LayerNormMeter::begin(bool histograms) {
+  measuring_ = true;
+  with_histograms_ = histograms;
+  histograms_.clear();
+  at::NoGradGuard no_grad;
+  for (Part& part : parts_) {
+    part.before.clear();
+    for (const auto& p : part.params) part.before.push_back(p.detach().clone());
+  }
+}
+
+void LayerNormMeter::record_gradients() {
+  if (!measuring_) return;
+  for (Part& part : parts_) {
+    const std::vector<at::Tensor> grads = gradients(part.params);
+    part.grad_norm = l2_norm(grads);
+    if (with_histograms_) histograms_.push_back(histogram_value("layers/" + part.name + "/grads", grads));
+  }
+}
+
+std::vector<PartNorms> LayerNormMeter::end() {
+  measuring_ = false;
+  std::vector<PartNorms> out;
+  at::NoGradGuard no_grad;
+  for (Part& part : parts_) {
+    std::vector<at::Tensor> updates;
+    for (size_t i = 0; i < part.params.size(); ++i)
+      updates.push_back(part.params[i].detach() - part.before[i]);
+    PartNorms n;
+    n.name = part.name;
+    n.grad_norm = part.grad_norm;
+    n.weight_norm = l2_norm(part.params);
+    n.update_norm = l2_norm(updates);
+    out.push_back(n);
+    part.before.clear();
+    if (with_histograms_)
+      histograms_.push_back(histogram_value("layers/" + part.name + "/weights", part.params));
+  }
+  return out;
+}
+
+}  // namespace titan
