@@ -2,10 +2,14 @@
 """Plot loss, grad_norm and lr against step for one or more titan-train runs.
 
 Usage: scripts/plot_runs.py RUN [RUN ...] -o runs.png [--titan-train build/titan-train]
+       scripts/plot_runs.py RUN [RUN ...] -o layers.png --layers
 
 Each RUN is a dump folder (job.dump_folder) or its metrics.jsonl; curves are labelled by the
 folder's name. With exactly two runs, the first step where their numerics part (from
 `titan-train compare --json`, which reads their fingerprint.log) is marked on every panel.
+With --layers, the per-layer view instead: for each run a heatmap of update/weight (the optimizer
+update's norm over the weights', from metrics.jsonl's "layers") by part of the model against
+step, on a log scale, the largest marked.
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
 import argparse
@@ -72,6 +76,44 @@ def divergent_step(binary, a, b):
     return json.loads(p.stdout)["divergent_step"], None
 
 
+def layer_ratios(label, rows):
+    """(parts in model order, logged steps, ratios[part][step]) from metrics.jsonl's layers."""
+    logged = [r for r in rows if r.get("layers")]
+    if not logged:
+        sys.exit(f"plot_runs.py: {label}: metrics.jsonl has no per-layer norms (\"layers\"); "
+                 "they are logged by titan-train from the release that added TensorBoard")
+    parts = list(logged[0]["layers"].keys())
+    steps = [r["step"] for r in logged]
+    ratios = [[as_float(r["layers"].get(p, {}).get("update_ratio")) for r in logged]
+              for p in parts]
+    return parts, steps, ratios
+
+
+def plot_layers(plt, runs, output):
+    fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3 + 2.5 * len(runs)), squeeze=False)
+    for ax, (label, rows) in zip(axes[:, 0], runs):
+        parts, steps, ratios = layer_ratios(label, rows)
+        logs = [[math.log10(v) if v > 0 else math.nan for v in row] for row in ratios]
+        image = ax.imshow(logs, aspect="auto", interpolation="nearest", cmap="viridis")
+        ax.set_yticks(range(len(parts)))
+        names = [f"layers.{p}" if p.isdigit() else p for p in parts]
+        ax.set_yticklabels(names)
+        ticks = list(range(0, len(steps), max(1, len(steps) // 10)))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(steps[i]) for i in ticks])
+        ax.set_xlabel("step")
+        ax.set_title(f"{label}: log10(update / weight) by part")
+        fig.colorbar(image, ax=ax)
+        value, i, j = max((v, i, j) for i, row in enumerate(ratios) for j, v in enumerate(row)
+                          if not math.isnan(v))
+        ax.plot([j], [i], marker="s", markersize=12, markerfacecolor="none", color="red")
+        print(f"{label}: {len(parts)} parts x {len(steps)} steps; largest update/weight "
+              f"{value:.3g} in {names[i]} at step {steps[j]}")
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    print(f"wrote {output}")
+
+
 def default_binary():
     built = os.path.join(HERE, "..", "build", "titan-train")
     return built if os.path.exists(built) else shutil.which("titan-train")
@@ -82,9 +124,14 @@ def main():
     parser.add_argument("runs", nargs="+", metavar="RUN")
     parser.add_argument("-o", "--output", required=True, help="PNG file to write")
     parser.add_argument("--titan-train", default=default_binary(), help="binary for compare")
+    parser.add_argument("--layers", action="store_true",
+                        help="the per-layer view: update/weight by part against step")
     args = parser.parse_args()
     plt = import_pyplot()
     runs = [(os.path.basename(os.path.normpath(run_folder(r))), read_metrics(r)) for r in args.runs]
+    if args.layers:
+        plot_layers(plt, runs, args.output)
+        return
 
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     for (label, rows) in runs:

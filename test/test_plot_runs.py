@@ -69,4 +69,25 @@ check(image.shape[0] >= 600 and image.shape[1] >= 600, f"the PNG is {image.shape
 # orange).
 red = ((image[..., 0] > 0.9) & (image[..., 1] < 0.2) & (image[..., 2] < 0.2)).sum()
 check(red > 100, f"the red divergence line is drawn ({red} red pixels)")
+
+# The per-layer view: one heatmap per run, its largest update/weight named from metrics.jsonl.
+layers_png = os.path.join(tmp, "layers.png")
+p = subprocess.run([sys.executable, script, a, "-o", layers_png, "--layers"],
+                   capture_output=True, text=True)
+print(p.stdout + p.stderr)
+import json  # noqa: E402
+with open(os.path.join(a, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f]
+value, part, step = max((r["layers"][q]["update_ratio"], f"layers.{q}" if q.isdigit() else q,
+                         r["step"]) for r in rows for q in r["layers"])
+check(p.returncode == 0 and f"baseline: 5 parts x 6 steps; largest update/weight {value:.3g} in "
+      f"{part} at step {step}" in p.stdout, "--layers names the largest update/weight cell")
+check(matplotlib.image.imread(layers_png).shape[0] >= 300, "--layers writes a PNG")
+old = os.path.join(tmp, "old.jsonl")
+with open(old, "w") as f:
+    f.write('{"step": 1, "loss": 8.0, "grad_norm": 1.0, "lr": 0.001}\n')
+p = subprocess.run([sys.executable, script, old, "-o", layers_png, "--layers"],
+                   capture_output=True, text=True)
+check(p.returncode != 0 and "no per-layer norms" in p.stderr,
+      "--layers on a metrics.jsonl without layers says so (" + p.stderr.strip() + ")")
 sys.exit(1 if failures else 0)

@@ -103,6 +103,9 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
     : context_(context), lock_(lock_dump_folder(context)) {
   const std::string& folder = context.config.job.dump_folder;
   const int64_t rank = context.world.rank;
+  // First: a planted link in the TensorBoard folder is refused before any other file changes.
+  const std::string tb = tensorboard_folder(context, resume_step);
+  if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
   if (rank == 0) {
     write_file_atomically(folder + "/config.toml", to_toml(context.config));
     metrics_ = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", resume_step);
@@ -110,8 +113,6 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   fingerprint_ = std::make_unique<FingerprintLog>(
       folder + "/" + rank_file_name("fingerprint.log", rank), header, resume_step);
   open_numerics_log(tracer, folder, resume_step, rank);
-  const std::string tb = tensorboard_folder(context, resume_step);
-  if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
 }
 
 void RunOutputs::log_step(const StepMetrics& m) {
