@@ -142,6 +142,39 @@ TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the re
   CHECK_FALSE(std::filesystem::exists(dir + "/two/metrics.rank1.jsonl"));
 }
 
+TEST_CASE(
+    "data parallel: TensorBoard for all ranks shares rank 0's run folder, and max_loss is "
+    "the larger rank's loss",
+    "[distributed][tensorboard]") {
+  auto dir = test::temp_dir("dp_tensorboard");
+  const std::string data =
+      " --training.dataset tokens --training.dataset_path " + write_tokens(dir);
+  auto two = run_ranks(
+      dir, same_args(2, test::tiny_run(dir + "/run", 2,
+                                       data + " --metrics.log_freq 1 --metrics.enable_tensorboard "
+                                              "true --metrics.save_for_all_ranks true")));
+  INFO(two[0].output << two[1].output);
+  REQUIRE(two[0].exit_code == 0);
+  REQUIRE(two[1].exit_code == 0);
+  std::vector<std::filesystem::path> minutes;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/run/tb")) minutes.push_back(e);
+  REQUIRE(minutes.size() == 1);
+  for (const char* rank : {"rank_0", "rank_1"}) {
+    REQUIRE(std::filesystem::is_directory(minutes[0] / rank));
+    CHECK(std::distance(std::filesystem::directory_iterator(minutes[0] / rank),
+                        std::filesystem::directory_iterator()) == 1);
+  }
+  // The ranks read different documents, so the larger one's loss is above the mean and below
+  // twice it.
+  std::smatch m;
+  const std::string first = test::read_text(dir + "/run/metrics.jsonl");
+  REQUIRE(std::regex_search(first, m,
+                            std::regex(R"("loss": ([-+.e0-9]+),.*"max_loss": ([-+.e0-9]+),)")));
+  const double loss = std::stod(m[1]), max_loss = std::stod(m[2]);
+  CHECK(max_loss > loss);
+  CHECK(max_loss < 2 * loss);
+}
+
 TEST_CASE("data parallel: two deterministic 2-rank runs write identical fingerprints",
           "[distributed]") {
   auto dir = test::temp_dir("dp_determinism");

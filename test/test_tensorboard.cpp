@@ -122,8 +122,8 @@ TEST_CASE("tensorboard: a save_tb_folder outside the dump folder is refused at s
   auto dir = test::temp_dir("tb_folder");
   for (const char* folder : {"../elsewhere", "/tmp/tb", "."}) {
     auto r = test::run_titan(test::tiny_run(
-        dir + "/run", 2, fmt::format("--metrics.enable_tensorboard true --metrics.save_tb_folder {}",
-                                     folder)));
+        dir + "/run", 2,
+        fmt::format("--metrics.enable_tensorboard true --metrics.save_tb_folder {}", folder)));
     INFO(r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("metrics.save_tb_folder") &&
@@ -137,10 +137,10 @@ TEST_CASE("tensorboard: event files, norms and histograms leave fingerprint.log 
   auto dir = test::temp_dir("tb_fingerprint");
   auto plain = test::run_titan(test::tiny_run(dir + "/plain", 6, "--debug.deterministic true"));
   REQUIRE(plain.exit_code == 0);
-  auto tb = test::run_titan(
-      test::tiny_run(dir + "/tb", 6,
-                     "--debug.deterministic true --metrics.enable_tensorboard true "
-                     "--metrics.histogram_freq 1 --metrics.log_freq 1"));
+  auto tb =
+      test::run_titan(test::tiny_run(dir + "/tb", 6,
+                                     "--debug.deterministic true --metrics.enable_tensorboard true "
+                                     "--metrics.histogram_freq 1 --metrics.log_freq 1"));
   INFO(tb.output);
   REQUIRE(tb.exit_code == 0);
   CHECK(test::read_text(dir + "/plain/fingerprint.log") ==
@@ -167,8 +167,8 @@ TEST_CASE("tensorboard: a planted link for the TensorBoard folder is refused, no
   fs::create_directories(dir + "/elsewhere");
   fs::create_directory_symlink(dir + "/elsewhere", dir + "/run/tb");
   test::write_text(dir + "/run/metrics.jsonl", "an earlier run's metrics\n");
-  auto r = test::run_titan_bounded(
-      test::tiny_run(dir + "/run", 2, "--metrics.enable_tensorboard true"));
+  auto r =
+      test::run_titan_bounded(test::tiny_run(dir + "/run", 2, "--metrics.enable_tensorboard true"));
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains(dir + "/run/tb") && Catch::Contains("symbolic link"));
@@ -179,8 +179,7 @@ TEST_CASE("tensorboard: a planted link for the TensorBoard folder is refused, no
 TEST_CASE("rerun: the report lists every part's update and gradient norms over its window",
           "[tensorboard][rerun]") {
   auto dir = test::temp_dir("tb_rerun");
-  auto r = test::run_titan(
-      test::tiny_run(dir, 6, "--debug.rerun_steps 6 --debug.rerun_window 3"));
+  auto r = test::run_titan(test::tiny_run(dir, 6, "--debug.rerun_steps 6 --debug.rerun_window 3"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const std::string report = test::read_text(dir + "/rerun/step6.txt");

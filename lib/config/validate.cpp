@@ -94,7 +94,8 @@ void check_checkpoint(const Config& config) {
     throw ConfigError(where(config, "checkpoint.keep_latest_k"), "1 is not allowed",
                       "keep at least 2 checkpoints (a save can be interrupted), or 0 for all");
   }
-  if (c.folder.empty() || (std::filesystem::path(c.folder).is_relative() && !stays_inside(c.folder))) {
+  if (c.folder.empty() ||
+      (std::filesystem::path(c.folder).is_relative() && !stays_inside(c.folder))) {
     throw ConfigError(where(config, "checkpoint.folder"),
                       fmt::format("\"{}\" is not a folder inside job.dump_folder", c.folder),
                       "name a subfolder (the default is \"checkpoint\"), or give an absolute path");

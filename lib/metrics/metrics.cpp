@@ -41,9 +41,8 @@ std::string format_json_line(const StepMetrics& m) {
       "\"cpu_system_s\": {}, \"minor_faults\": {}, \"layers\": {{{}}}}}",
       m.step, json_number(m.loss), json_number(m.grad_norm), json_number(m.lr), m.tokens_seen,
       json_number(m.max_loss), json_number(m.memory_gib), json_number(m.memory_pct),
-      json_number(m.tps), json_number(m.tflops), json_number(m.mfu_pct),
-      json_number(m.step_time_s), json_number(m.cpu_user_s), json_number(m.cpu_system_s),
-      json_number(m.minor_faults), layers);
+      json_number(m.tps), json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s),
+      json_number(m.cpu_user_s), json_number(m.cpu_system_s), json_number(m.minor_faults), layers);
 }
 
 namespace {

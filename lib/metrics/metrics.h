@@ -23,7 +23,7 @@ struct PartNorms {
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;
-  double max_loss = 0;  // the largest rank's own loss (torchtitan's global_max_loss)
+  double max_loss = 0;   // the largest rank's own loss (torchtitan's global_max_loss)
   double grad_norm = 0;  // before clipping
   double lr = 0;
   int64_t tokens_seen = 0;

@@ -17,8 +17,7 @@ namespace fs = std::filesystem;
 constexpr const char* kEventFilePrefix = "events.out.tfevents.";
 
 double wall_time() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string host_name() {

@@ -1,16 +1,34 @@
 #include "train/layer_norms.h"
 
+#include <chrono>
 #include <cmath>
 
 namespace titan {
 namespace {
+
+// Adds the scope's wall time to `total`.
+class Stopwatch {
+ public:
+  explicit Stopwatch(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~Stopwatch() {
+    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // L2 norm over tensors, accumulated in float64.
 double l2_norm(const std::vector<at::Tensor>& tensors) {
   double sum_squares = 0;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
-    sum_squares += t.detach().to(at::kDouble).pow(2).sum().item<double>();
+    const double norm =
+        at::linalg_vector_norm(t.detach(), 2, c10::nullopt, false, at::kDouble).item<double>();
+    sum_squares += norm * norm;
   }
   return std::sqrt(sum_squares);
 }
@@ -58,16 +76,19 @@ Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets)
     h.bucket = {h.num};
     return h;
   }
-  // Bucket i holds (limit[i-1], limit[i]]: counts of values <= each limit, differenced.
+  // Bucket i holds (limit[i-1], limit[i]]. The index from the bucket width, then moved by one
+  // where rounding put a value on the wrong side of a limit.
   const double width = (h.max - h.min) / static_cast<double>(buckets);
-  double below = 0;
-  for (int64_t i = 1; i <= buckets; ++i) {
-    const double limit = i == buckets ? h.max : h.min + width * static_cast<double>(i);
-    const double at_most = all.le(limit).sum().item<double>();
-    h.bucket_limit.push_back(limit);
-    h.bucket.push_back(at_most - below);
-    below = at_most;
-  }
+  for (int64_t i = 1; i <= buckets; ++i)
+    h.bucket_limit.push_back(i == buckets ? h.max : h.min + width * static_cast<double>(i));
+  const at::Tensor limits = at::tensor(h.bucket_limit, at::kDouble);
+  at::Tensor index = ((all - h.min) / width).ceil_().sub_(1).clamp_(0, buckets - 1).to(at::kLong);
+  index += all.gt(limits.index_select(0, index)).to(at::kLong);
+  const at::Tensor lower = limits.index_select(0, (index - 1).clamp_(0, buckets - 1));
+  index -= (all.le(lower) & index.gt(0)).to(at::kLong);
+  const at::Tensor counts = at::bincount(index, {}, buckets).to(at::kDouble);
+  const double* c = counts.data_ptr<double>();
+  h.bucket.assign(c, c + buckets);
   return h;
 }
 
@@ -80,6 +101,7 @@ LayerNormMeter::LayerNormMeter(Transformer& model) {
 }
 
 void LayerNormMeter::begin(bool histograms) {
+  Stopwatch timed(seconds_);
   measuring_ = true;
   with_histograms_ = histograms;
   histograms_.clear();
@@ -92,15 +114,19 @@ void LayerNormMeter::begin(bool histograms) {
 
 void LayerNormMeter::record_gradients() {
   if (!measuring_) return;
+  Stopwatch timed(seconds_);
   for (Part& part : parts_) {
     const std::vector<at::Tensor> grads = gradients(part.params);
     part.grad_norm = l2_norm(grads);
-    if (with_histograms_) histograms_.push_back(histogram_value("layers/" + part.name + "/grads", grads));
+    if (with_histograms_)
+      histograms_.push_back(histogram_value("layers/" + part.name + "/grads", grads));
   }
 }
 
 std::vector<PartNorms> LayerNormMeter::end() {
+  Stopwatch timed(seconds_);
   measuring_ = false;
+  ++steps_;
   std::vector<PartNorms> out;
   at::NoGradGuard no_grad;
   for (Part& part : parts_) {

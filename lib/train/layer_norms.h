@@ -36,6 +36,9 @@ class LayerNormMeter {
   const std::vector<SummaryValue>& histograms() const { return histograms_; }
 
   bool measuring() const { return measuring_; }
+  // Time spent in begin, record_gradients and end since construction, and the steps ended.
+  double seconds() const { return seconds_; }
+  int64_t steps() const { return steps_; }
 
  private:
   struct Part {
@@ -48,6 +51,8 @@ class LayerNormMeter {
   std::vector<SummaryValue> histograms_;
   bool measuring_ = false;
   bool with_histograms_ = false;
+  double seconds_ = 0;
+  int64_t steps_ = 0;
 };
 
 // A histogram of `values` (any dtype, flattened, in float64) in `buckets` equal-width buckets

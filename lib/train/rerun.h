@@ -100,7 +100,7 @@ struct RerunReport {
   std::vector<SequenceLoss> sequences;
   std::vector<BlockExtremes> extremes;
   std::vector<LayerNormsAt> layer_window;  // the measured steps up to the trigger step
-  std::string action;  // what followed, as the log says it
+  std::string action;                      // what followed, as the log says it
 };
 
 // Fills outcome, first_difference (or difference_note), first_non_finite and extremes from

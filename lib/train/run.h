@@ -30,11 +30,15 @@ struct RunParts;
 struct TrainSummary {
   int64_t steps = 0;
   double seconds = 0;
-  double mean_tps = 0;          // over all ranks
-  double checksum_seconds = 0;  // spent on fingerprint.log parameter checksums
-  int64_t reruns = 0;           // steps the rerun check re-executed
-  std::vector<double> losses;   // one per step of this process's run
-  double cpu_user_s = 0;        // the process's CPU time in the steps
+  double mean_tps = 0;             // over all ranks
+  double checksum_seconds = 0;     // spent on fingerprint.log parameter checksums
+  double layer_norm_seconds = 0;   // measuring per-layer norms (and histograms)
+  int64_t layer_norm_steps = 0;    // steps they were measured at
+  double tensorboard_seconds = 0;  // encoding and writing event records
+  int64_t tensorboard_writes = 0;
+  int64_t reruns = 0;          // steps the rerun check re-executed
+  std::vector<double> losses;  // one per step of this process's run
+  double cpu_user_s = 0;       // the process's CPU time in the steps
   double cpu_system_s = 0;
   double minor_faults = 0;  // in the steps
 };

@@ -135,6 +135,19 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostrea
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * summary.checksum_seconds,
                      100.0 * summary.checksum_seconds / summary.seconds);
+  if (summary.layer_norm_steps > 0) {
+    log << fmt::format(
+        "[titan] per-layer norms: {:.2f} ms a measured step ({} steps), {:.2f}% of "
+        "the run\n",
+        1e3 * summary.layer_norm_seconds / summary.layer_norm_steps, summary.layer_norm_steps,
+        100.0 * summary.layer_norm_seconds / summary.seconds);
+  }
+  if (summary.tensorboard_writes > 0) {
+    log << fmt::format("[titan] TensorBoard: {:.2f} ms a record ({} records), {:.2f}% of the run\n",
+                       1e3 * summary.tensorboard_seconds / summary.tensorboard_writes,
+                       summary.tensorboard_writes,
+                       100.0 * summary.tensorboard_seconds / summary.seconds);
+  }
   if (summary.steps > 0) {
     const double user = summary.cpu_user_s, sys = summary.cpu_system_s;
     log << fmt::format(

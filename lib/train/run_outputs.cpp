@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <ostream>
@@ -119,11 +120,19 @@ void RunOutputs::log_step(const StepMetrics& m) {
   console() << "[titan] " << format_console_line(m) << std::endl;
   check_console();
   if (metrics_) metrics_->write(m);
-  if (tensorboard_) tensorboard_->write(m.step, tensorboard_scalars(m));
+  if (tensorboard_) write_tensorboard(m.step, tensorboard_scalars(m));
+}
+
+void RunOutputs::write_tensorboard(int64_t step, const std::vector<SummaryValue>& values) {
+  const auto start = std::chrono::steady_clock::now();
+  tensorboard_->write(step, values);
+  tensorboard_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++tensorboard_writes_;
 }
 
 void RunOutputs::write_histograms(int64_t step, const std::vector<SummaryValue>& histograms) {
-  if (tensorboard_ && !histograms.empty()) tensorboard_->write(step, histograms);
+  if (tensorboard_ && !histograms.empty()) write_tensorboard(step, histograms);
 }
 
 void RunOutputs::write_fingerprint(int64_t step, double loss, double grad_norm, double lr,

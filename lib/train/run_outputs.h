@@ -1,7 +1,7 @@
 // The run's outputs: its console and the files it writes into job.dump_folder (config.toml,
-// metrics.jsonl, fingerprint.log, numerics.log, TensorBoard's event files), opened together and last, once the model, data,
-// optimizer and resume point they describe are built, so that a run that fails to start leaves
-// an earlier run's files untouched.
+// metrics.jsonl, fingerprint.log, numerics.log, TensorBoard's event files), opened together and
+// last, once the model, data, optimizer and resume point they describe are built, so that a run
+// that fails to start leaves an earlier run's files untouched.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,10 @@ class RunOutputs {
   // fingerprint.log (fingerprint.rank<N>.log) with `header`, and numerics.log for `tracer` (or
   // removes a stale one; see open_numerics_log). With metrics.enable_tensorboard, rank 0 (every
   // rank with save_for_all_ranks) opens a new event file (see TensorBoardWriter), in the run
-  // folder rank 0 chose (choose_tensorboard_run_folder). A run resumed after `resume_step` > 0 keeps the
-  // files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file cannot
-  // be written. Requires: `context` outlives the outputs. The lock is held until destruction.
+  // folder rank 0 chose (choose_tensorboard_run_folder). A run resumed after `resume_step` > 0
+  // keeps the files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file
+  // cannot be written. Requires: `context` outlives the outputs. The lock is held until
+  // destruction.
   RunOutputs(const RunContext& context, const FingerprintHeader& header, NumericsTracer* tracer,
              int64_t resume_step);
 
@@ -42,6 +43,9 @@ class RunOutputs {
   // A step's histograms (LayerNormMeter::histograms), to TensorBoard when it is on.
   void write_histograms(int64_t step, const std::vector<SummaryValue>& histograms);
   bool tensorboard_on() const { return tensorboard_ != nullptr; }
+  // Time spent encoding and writing event records, and the records written.
+  double tensorboard_seconds() const { return tensorboard_seconds_; }
+  int64_t tensorboard_writes() const { return tensorboard_writes_; }
 
   // Every step's fingerprint.log line (see FingerprintLog::write_step).
   void write_fingerprint(int64_t step, double loss, double grad_norm, double lr,
@@ -55,6 +59,9 @@ class RunOutputs {
   std::unique_ptr<JsonlWriter> metrics_;  // rank 0
   std::unique_ptr<FingerprintLog> fingerprint_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  void write_tensorboard(int64_t step, const std::vector<SummaryValue>& values);
+  double tensorboard_seconds_ = 0;
+  int64_t tensorboard_writes_ = 0;
   bool console_failed_ = false;
 };
 

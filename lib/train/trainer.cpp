@@ -74,7 +74,8 @@ ExecutedStep Trainer::execute_step(int64_t step, const std::vector<Batch>& batch
   std::vector<std::function<void()>> before_clip;
   if (parts_.numerics) {
     parts_.numerics->begin_step(step, capture_ops, write_log);
-    if (parts_.numerics->tracing()) before_clip.emplace_back([this] { parts_.numerics->record_gradients(); });
+    if (parts_.numerics->tracing())
+      before_clip.emplace_back([this] { parts_.numerics->record_gradients(); });
   }
   if (measure) {
     layer_norms_.begin(histograms_at(step));
@@ -275,6 +276,10 @@ TrainSummary Trainer::train() {
   summary.mean_tps =
       static_cast<double>((step_ - first_step) * parts_.plan.tokens_per_step) / summary.seconds;
   summary.checksum_seconds = checksum_seconds_;
+  summary.layer_norm_seconds = layer_norms_.seconds();
+  summary.layer_norm_steps = layer_norms_.steps();
+  summary.tensorboard_seconds = outputs_.tensorboard_seconds();
+  summary.tensorboard_writes = outputs_.tensorboard_writes();
   summary.reruns = parts_.rerun ? parts_.rerun->reruns() : 0;
   const CpuUsage end = cpu_usage();
   summary.cpu_user_s = end.user_s - usage_start.user_s;

@@ -12,6 +12,7 @@ folder, and whether fingerprint.log is identical across variants.
 Used by scripts/bench_numerics.sh and scripts/bench_rerun.sh. Standard library only.
 """
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -39,8 +40,11 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--target", type=float, action="append", default=[],
                    help="overhead target in percent, one per non-reference variant")
-    p.add_argument("--grep", default=None, help="print first-round log lines containing this")
-    p.add_argument("--file", default=None, help="print this dump-folder file's size per variant")
+    p.add_argument("--grep", action="append", default=[],
+                   help="print first-round log lines containing this (repeatable)")
+    p.add_argument("--file", default=None,
+                   help="print the size of this dump-folder file (a glob: the matches' total) "
+                        "per variant")
     p.add_argument("--variant", action="append", required=True, help="NAME=FLAGS")
     p.add_argument("extra", nargs="*", help="extra titan-train flags for every run")
     args = p.parse_args()
@@ -53,7 +57,7 @@ def main():
                 times[name].append(ms)
                 if r == 1 and args.grep:
                     for line in log.splitlines():
-                        if args.grep in line:
+                        if any(g in line for g in args.grep):
                             print(f"{name}: {line.split('] ', 1)[-1]}")
         reference = statistics.median(times[variants[0][0]])
         for i, (name, _) in enumerate(variants):
@@ -67,9 +71,11 @@ def main():
                     line += f" (target <= {args.target[i - 1]:g}%)"
             print(line)
         if args.file:
-            sizes = [f"{name} {os.path.getsize(os.path.join(out, f'{name}-1', args.file))}"
-                     for name, _ in variants
-                     if os.path.exists(os.path.join(out, f"{name}-1", args.file))]
+            sizes = []
+            for name, _ in variants:
+                found = glob.glob(os.path.join(out, f"{name}-1", args.file))
+                if found:
+                    sizes.append(f"{name} {sum(os.path.getsize(f) for f in found)}")
             print(f"{args.file} for 12 steps, bytes: {', '.join(sizes)}")
         prints = {open(os.path.join(out, f"{name}-1", "fingerprint.log")).read()
                   for name, _ in variants}
