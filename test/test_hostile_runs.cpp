@@ -3,6 +3,7 @@
 // library text (a TOML nested past toml++'s stack, bad thread variables). Each is refused or
 // warned about in titan-train's own words.
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <string>
@@ -220,6 +221,34 @@ TEST_CASE(
   CHECK_THAT(outputs, Catch::Contains("rank 0 cannot serve the rendezvous store on port") ||
                           Catch::Contains("is rank 0 too"));
   CHECK_THAT(outputs, !Catch::Contains("InitGoogleLogging") && !Catch::Contains("socket.cpp"));
+}
+
+TEST_CASE(
+    "hostile runs: with a loopback MASTER_ADDR the rendezvous store listens on loopback only "
+    "(libtorch 2.x)",
+    "[hostile][distributed]") {
+  const auto dir = test::temp_dir("hostile_listen");
+  const int port = test::free_port();
+  // Rank 0 of 2 alone waits for rank 1 at the rendezvous; meanwhile the kernel's table of
+  // listening TCP sockets (state 0A) on the port gives the addresses bound.
+  const auto r = test::run_shell(fmt::format(
+      "env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT={0} timeout 60 {1} {2} >{3}/rank0.out 2>&1 & "
+      "for i in $(seq 200); do "
+      "  found=$(awk '$4 == \"0A\" && $2 ~ /:{0:04X}$/ {{print FILENAME, $2}}' /proc/net/tcp "
+      "/proc/net/tcp6); [ -n \"$found\" ] && break; sleep 0.1; done; "
+      "sleep 0.5; awk '$4 == \"0A\" && $2 ~ /:{0:04X}$/ {{print FILENAME, $2}}' /proc/net/tcp "
+      "/proc/net/tcp6; kill $!; wait",
+      port, test::binary(), test::tiny_run(dir + "/run", 1, "--comm.init_timeout_seconds 30"),
+      dir));
+  INFO(r.output);
+  INFO(test::read_text(dir + "/rank0.out"));
+  REQUIRE_THAT(r.output, Catch::Contains(fmt::format(":{:04X}", port)));  // it listens
+#if TORCH_VERSION_MAJOR >= 2
+  CHECK(r.output == fmt::format("/proc/net/tcp 0100007F:{:04X}\n", port));
+#else
+  WARN("libtorch 1.13's TCPStore listens on every interface (it takes no socket): " + r.output);
+#endif
 }
 
 TEST_CASE(

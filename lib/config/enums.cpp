@@ -4,7 +4,7 @@ namespace titan {
 
 // Each list is in the enum's declaration order (test_config checks the round trip).
 
-TITAN_ENUM_NAMES(Flavor, "tiny", "debugmodel", "1B", "8B", "70B", "405B")
+TITAN_ENUM_NAMES(Flavor, "tiny", "debugmodel", "debugmodel_wide", "1B", "8B", "70B", "405B")
 TITAN_ENUM_NAMES(DatasetKind, "synthetic", "text", "jsonl", "tokens")
 TITAN_ENUM_NAMES(TokenDtype, "uint16", "uint32")
 TITAN_ENUM_NAMES(DeviceChoice, "auto", "cpu", "cuda")

@@ -12,7 +12,7 @@
 
 namespace titan {
 
-enum class Flavor { kTiny, kDebugModel, k1B, k8B, k70B, k405B };
+enum class Flavor { kTiny, kDebugModel, kDebugModelWide, k1B, k8B, k70B, k405B };
 enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens };
 enum class TokenDtype { kUint16, kUint32 };
 enum class DeviceChoice { kAuto, kCpu, kCuda };

@@ -8,6 +8,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "distributed/loopback_listener.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -46,6 +47,17 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldInfo& w, bool server
   o.timeout = timeout;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   o.useLibUV = false;  // Debian's libtorch is built without libuv
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+  // A loopback master: the server listens on that address only (the store takes the socket
+  // over). libtorch 1.13 offers no way to hand it one: there it listens on all interfaces.
+  if (server && is_loopback_literal(w.master_addr)) {
+    try {
+      o.masterListenFd = listen_on_loopback(w.master_addr, o.port);
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(e.what());  // reported as the store's own failure to bind
+    }
+  }
 #endif
   return c10::make_intrusive<c10d::TCPStore>(w.master_addr, o);
 }

@@ -26,6 +26,9 @@ ModelArgs model_args_for_flavor(Flavor flavor) {
     case Flavor::kDebugModel:
       a.dim = 256, a.n_layers = 6, a.n_heads = 16, a.vocab_size = 2048;
       break;
+    case Flavor::kDebugModelWide:  // not in torchtitan: the benchmark's wider shape
+      a.dim = 1024, a.n_layers = 8, a.n_heads = 16, a.vocab_size = 2048;
+      break;
     case Flavor::k1B:  // Llama 3.2 1B shape (torchtitan leaves it untied, as here)
       a.dim = 2048, a.n_layers = 16, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.5;
       a.multiple_of = 256;

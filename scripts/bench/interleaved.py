@@ -16,6 +16,9 @@ each run does --warmup-steps untimed steps, then --steps timed ones.
    system), over the timed steps from metrics.jsonl's cpu_user_s / cpu_system_s, and over the
    whole run from getrusage in titan-train's end-of-run line).
 3. With --growth, the same at seq_len 256, 1024 and 2048 (the batch keeps 2,048 tokens a step).
+4. With --wide, the same on the debugmodel_wide flavor (dim 1024, 8 layers, 16 heads: about
+   105M parameters) at seq_len 512, batch 1, with 1 warm-up and 3 timed steps (a step takes
+   seconds there), in the eager setting found for the debug model.
 
 Only the standard library is used; the baseline needs torch (Debian's python3-torch).
 """
@@ -31,18 +34,23 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def titan_run(args, out, tag, seq_len, batch):
+WIDE = {"titan": ["--model.flavor", "debugmodel_wide"],
+        "eager": ["--dim", "1024", "--n-layers", "8", "--n-heads", "16"]}
+
+
+def titan_run(args, out, tag, seq_len, batch, wide=False):
     folder = os.path.join(out, tag)
-    steps = args.warmup_steps + args.steps
+    warmup, timed_steps = (1, 3) if wide else (args.warmup_steps, args.steps)
+    steps = warmup + timed_steps
     cmd = [os.path.join(ROOT, "build", "titan-train"), "--config",
            os.path.join(ROOT, "configs", "debug_model.toml"), "--training.seq_len", str(seq_len),
            "--training.local_batch_size", str(batch), "--training.steps", str(steps),
            "--metrics.log_freq", "1", "--training.device", "cpu",
            "--activation_checkpoint.mode", "none", "--debug.seed", "1",
-           "--job.dump_folder", folder] + args.titan_flags
+           "--job.dump_folder", folder] + (WIDE["titan"] if wide else []) + args.titan_flags
     log = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = [json.loads(line) for line in open(os.path.join(folder, "metrics.jsonl"))]
-    timed = [r for r in rows if r["step"] > args.warmup_steps]
+    timed = [r for r in rows if r["step"] > warmup]
     seconds = sum(r["step_time_s"] for r in timed)
     m = re.search(r"user ([0-9.]+) s, system ([0-9.]+) s", log)
     user, system = (float(m.group(1)), float(m.group(2))) if m else (float("nan"),) * 2
@@ -58,15 +66,16 @@ def titan_run(args, out, tag, seq_len, batch):
     }
 
 
-def eager_run(args, setting, steps, seq_len=512, batch=4):
+def eager_run(args, setting, steps, seq_len=512, batch=4, wide=False):
     env = dict(os.environ)
     for name in ("OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT"):
         env.pop(name, None)
     env.update(setting["env"])
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench", "eager_baseline.py"),
            "--seq-len", str(seq_len), "--batch", str(batch), "--warmup-steps",
-           str(args.warmup_steps), "--steps", str(steps), "--threads", str(setting["threads"]),
-           "--attention", setting["attention"]] + (["--foreach"] if setting["foreach"] else [])
+           str(1 if wide else args.warmup_steps), "--steps", str(3 if wide else steps),
+           "--threads", str(setting["threads"]), "--attention", setting["attention"]]
+    cmd += (["--foreach"] if setting["foreach"] else []) + (WIDE["eager"] if wide else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return float(re.search(r"tokens_per_s=([0-9.]+)", out).group(1))
 
@@ -105,16 +114,22 @@ def best_eager_setting(args):
     return best
 
 
+# The search's result on this project's 2-core machines (README): for --skip-search.
+KNOWN_FASTEST = {"env": {"OPENBLAS_NUM_THREADS": "1"}, "threads": 2, "attention": "baddbmm",
+                 "foreach": True}
+
+
 def spread(values):
     return f"median {statistics.median(values):.1f} (min {min(values):.1f}, max {max(values):.1f})"
 
 
-def compare_at(args, setting, out, seq_len, batch):
+def compare_at(args, setting, out, seq_len, batch, wide=False):
     titan, eager = [], []
+    name = "debugmodel_wide" if wide else "debugmodel"
     for r in range(1, args.rounds + 1):
-        titan.append(titan_run(args, out, f"titan-{seq_len}-{r}", seq_len, batch))
-        eager.append(eager_run(args, setting, args.steps, seq_len, batch))
-        print(f"  seq_len {seq_len} x batch {batch}, round {r}: titan-train "
+        titan.append(titan_run(args, out, f"titan-{name}-{seq_len}-{r}", seq_len, batch, wide))
+        eager.append(eager_run(args, setting, args.steps, seq_len, batch, wide))
+        print(f"  {name} seq_len {seq_len} x batch {batch}, round {r}: titan-train "
               f"{titan[-1]['tps']:.1f} tokens/s (MFU {titan[-1]['mfu']:.1f}%), eager "
               f"{eager[-1]:.1f} tokens/s", flush=True)
     return titan, eager
@@ -128,13 +143,19 @@ def main():
     p.add_argument("--tuning-steps", type=int, default=3)
     p.add_argument("--growth", action="store_true",
                    help="also seq_len 256, 1024 and 2048 at the same tokens per step")
+    p.add_argument("--wide", action="store_true",
+                   help="also the debugmodel_wide flavor (dim 1024, 8 layers) at 512 x 1")
+    p.add_argument("--skip-search", action="store_true",
+                   help="use the fastest eager setting measured here (README) without searching")
     p.add_argument("titan_flags", nargs="*", help="extra titan-train flags")
     args = p.parse_args()
-    setting = best_eager_setting(args)
-    shapes = [(512, 4)] + ([(256, 8), (1024, 2), (2048, 1)] if args.growth else [])
+    setting = KNOWN_FASTEST if args.skip_search else best_eager_setting(args)
+    shapes = [(512, 4, False)] + ([(256, 8, False), (1024, 2, False), (2048, 1, False)]
+                                  if args.growth else [])
+    shapes += [(512, 1, True)] if args.wide else []
     with tempfile.TemporaryDirectory() as out:
-        results = [(s, b) + compare_at(args, setting, out, s, b) for s, b in shapes]
-    (_, _, titan, eager) = results[0]
+        results = [(s, b, w) + compare_at(args, setting, out, s, b, w) for s, b, w in shapes]
+    (_, _, _, titan, eager) = results[0]
     t_tps = [x["tps"] for x in titan]
     print(f"BLAS kernels (both sides, the same environment): {titan[0]['blas_kernels']}")
     print(f"titan-train tokens/s {spread(t_tps)}")
@@ -147,9 +168,9 @@ def main():
           f"{spread([x['kernel_pct'] for x in titan])} (target <= 5)")
     print(f"  the same over the whole run (start-up and warm-up included): "
           f"{spread([x['kernel_pct_run'] for x in titan])}")
-    for seq_len, batch, titan, eager in results[1:]:
+    for seq_len, batch, wide, titan, eager in results[1:]:
         t = statistics.median(x["tps"] for x in titan)
-        print(f"seq_len {seq_len} x batch {batch}: titan-train {spread([x['tps'] for x in titan])}"
+        print(f"{'debugmodel_wide ' if wide else ''}seq_len {seq_len} x batch {batch}: titan-train {spread([x['tps'] for x in titan])}"
               f" tokens/s, MFU {statistics.median(x['mfu'] for x in titan):.1f}%; eager "
               f"{spread(eager)}; ratio {t / statistics.median(eager):.2f}x")
 
