@@ -229,7 +229,8 @@ for s in (2, 4, 6, 8):
         logged = rows[s]["layers"][p]
         update = float(np.linalg.norm(weights[s][p] - weights[s - 1][p]))
         weight = float(np.linalg.norm(weights[s][p]))
-        if not (close(logged["update_norm"], update, 1e-9) and close(logged["weight_norm"], weight, 1e-9)):
+        # titan-train reduces each float32 tensor in float32: about 1e-6 relative at these sizes.
+        if not (close(logged["update_norm"], update, 1e-5) and close(logged["weight_norm"], weight, 1e-5)):
             check(False, f"step {s} {p}: update_norm {logged['update_norm']} vs {update} from the "
                   f"checkpoints, weight_norm {logged['weight_norm']} vs {weight}")
             break

@@ -44,7 +44,7 @@ class LayerNormMeter {
   struct Part {
     std::string name;
     std::vector<at::Tensor> params;
-    std::vector<at::Tensor> before;  // the weights at begin()
+    std::vector<at::Tensor> before;  // the weights at begin(), then (end) minus the weights after
     double grad_norm = 0;
   };
   std::vector<Part> parts_;
