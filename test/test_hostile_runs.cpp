@@ -229,8 +229,8 @@ TEST_CASE(
     "[hostile][distributed]") {
   const auto dir = test::temp_dir("hostile_listen");
   const int port = test::free_port();
-  // Rank 0 of 2 alone waits for rank 1 at the rendezvous; meanwhile the kernel's table of
-  // listening TCP sockets (state 0A) on the port gives the addresses bound.
+  // Rank 0 of 2 alone waits for rank 1 at the rendezvous (8 s, then it gives up); meanwhile the
+  // kernel's table of listening TCP sockets (state 0A) on the port gives the addresses bound.
   const auto r = test::run_shell(fmt::format(
       "env RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
       "MASTER_PORT={0} timeout 60 {1} {2} >{3}/rank0.out 2>&1 & "
@@ -238,9 +238,8 @@ TEST_CASE(
       "  found=$(awk '$4 == \"0A\" && $2 ~ /:{0:04X}$/ {{print FILENAME, $2}}' /proc/net/tcp "
       "/proc/net/tcp6); [ -n \"$found\" ] && break; sleep 0.1; done; "
       "sleep 0.5; awk '$4 == \"0A\" && $2 ~ /:{0:04X}$/ {{print FILENAME, $2}}' /proc/net/tcp "
-      "/proc/net/tcp6; kill $!; wait",
-      port, test::binary(), test::tiny_run(dir + "/run", 1, "--comm.init_timeout_seconds 30"),
-      dir));
+      "/proc/net/tcp6; wait",
+      port, test::binary(), test::tiny_run(dir + "/run", 1, "--comm.init_timeout_seconds 8"), dir));
   INFO(r.output);
   INFO(test::read_text(dir + "/rank0.out"));
   REQUIRE_THAT(r.output, Catch::Contains(fmt::format(":{:04X}", port)));  // it listens
