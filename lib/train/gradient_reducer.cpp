@@ -5,6 +5,8 @@
 #include <chrono>
 #include <memory>
 
+#include "util/stopwatch.h"
+
 namespace titan {
 
 GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tensor>& params,
@@ -23,7 +25,7 @@ GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tens
 }
 
 void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = SteadyClock::now();
   const std::string what = fmt::format("the gradient all-reduce of step {}", step);
   std::vector<at::Tensor> flat;
   std::vector<std::unique_ptr<PendingCollective>> pending;
@@ -55,7 +57,7 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
       offset += n;
     }
   }
-  total_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  total_seconds_ += seconds_since(start);
   ++reductions_;
 }
 

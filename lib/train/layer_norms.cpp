@@ -1,25 +1,11 @@
 #include "train/layer_norms.h"
 
-#include <chrono>
 #include <cmath>
+
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
-
-// Adds the scope's wall time to `total`.
-class Stopwatch {
- public:
-  explicit Stopwatch(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~Stopwatch() {
-    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  Stopwatch(const Stopwatch&) = delete;
-  Stopwatch& operator=(const Stopwatch&) = delete;
-
- private:
-  double& total_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 // L2 norm over tensors: each tensor's in its own dtype (a float32 reduction is accurate to about
 // 1e-7 relative; converting to float64 first would copy every tensor), combined in float64.
@@ -101,7 +87,7 @@ LayerNormMeter::LayerNormMeter(Transformer& model) {
 }
 
 void LayerNormMeter::begin(bool histograms) {
-  Stopwatch timed(seconds_);
+  ScopedSeconds timed(seconds_);
   measuring_ = true;
   with_histograms_ = histograms;
   histograms_.clear();
@@ -114,7 +100,7 @@ void LayerNormMeter::begin(bool histograms) {
 
 void LayerNormMeter::record_gradients() {
   if (!measuring_) return;
-  Stopwatch timed(seconds_);
+  ScopedSeconds timed(seconds_);
   for (Part& part : parts_) {
     const std::vector<at::Tensor> grads = gradients(part.params);
     part.grad_norm = l2_norm(grads);
@@ -124,7 +110,7 @@ void LayerNormMeter::record_gradients() {
 }
 
 std::vector<PartNorms> LayerNormMeter::end() {
-  Stopwatch timed(seconds_);
+  ScopedSeconds timed(seconds_);
   measuring_ = false;
   ++steps_;
   std::vector<PartNorms> out;

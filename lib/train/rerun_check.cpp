@@ -8,11 +8,10 @@
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double bytes_of(const at::Tensor& t) { return t.defined() ? static_cast<double>(t.nbytes()) : 0; }
 
@@ -48,9 +47,9 @@ RerunCheck::RerunCheck(const Config& config, std::string dataset, int64_t rank)
 bool RerunCheck::armed(const DebugConfig& debug) { return RerunMonitor(debug).armed(); }
 
 Snapshot RerunCheck::keep_state(const StepReplay& replay) {
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   Snapshot s = replay.snapshot();
-  keep_cost_.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  keep_cost_.seconds += seconds_since(start);
   keep_cost_.bytes = snapshot_bytes(s);
   ++keep_cost_.steps;
   return s;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <ostream>
@@ -10,6 +9,7 @@
 #include "config/loader.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/stopwatch.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -124,10 +124,8 @@ void RunOutputs::log_step(const StepMetrics& m) {
 }
 
 void RunOutputs::write_tensorboard(int64_t step, const std::vector<SummaryValue>& values) {
-  const auto start = std::chrono::steady_clock::now();
+  ScopedSeconds timed(tensorboard_seconds_);
   tensorboard_->write(step, values);
-  tensorboard_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++tensorboard_writes_;
 }
 

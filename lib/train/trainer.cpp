@@ -12,18 +12,9 @@
 #include "util/autocast.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/stopwatch.h"
 
 namespace titan {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
-
 Trainer::Trainer(RunParts& parts, RunOutputs& outputs)
     : ctx_(parts.context),
       config_(parts.context.config),
@@ -133,7 +124,7 @@ StepResult Trainer::train_step() {
   }
   std::optional<uint64_t> checksum;
   if (step % config_.debug.fingerprint_freq == 0) {
-    const auto start = Clock::now();
+    const auto start = SteadyClock::now();
     checksum = tensors_checksum(parts_.params);
     check_replicas_agree(*ctx_.process_group, *checksum, step);
     checksum_seconds_ += seconds_since(start);
@@ -246,7 +237,7 @@ TrainSummary Trainer::train() {
     log << fmt::format("[titan] rss before the first step: {:.3f} GiB\n",
                        current_rss_bytes() / (1 << 30));
   }
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   const CpuUsage usage_start = cpu_usage();
   cpu_at_last_log_ = usage_start;
   const int64_t first_step = step_;
@@ -262,7 +253,7 @@ TrainSummary Trainer::train() {
     ++steps_since_log;
     if (logs_step(r.step)) {
       log_step(r, seconds_since(last_log), steps_since_log);
-      last_log = Clock::now();
+      last_log = SteadyClock::now();
       steps_since_log = 0;
     }
     if (parts_.checkpointer->due(r.step)) {
