@@ -264,15 +264,25 @@ killed = os.path.join(tmp, "killed")
 p = subprocess.Popen(command(killed, 100000, "--metrics.log_freq", "1", "--metrics.histogram_freq", "3",
                              "--checkpoint.enable", "true", "--checkpoint.interval", "10"),
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# The run is paused (SIGSTOP) to look at it, and killed only once it has logged steps after
+# its last checkpoint, so that the resumed run has steps to repeat whatever the machine's speed.
+def logged_after_checkpoint():
+    files = event_files(killed)
+    if not files or not os.path.isdir(os.path.join(killed, "checkpoint")):
+        return False
+    steps = [e.step for e in read_events(files[0])[1:] if not e.summary.value[0].HasField("histo")]
+    saved = [int(n[5:]) for n in os.listdir(os.path.join(killed, "checkpoint"))
+             if n.startswith("step-") and n[5:].isdigit()]
+    return len(steps) >= 12 and saved and max(steps) > max(saved)
+
+
 deadline = time.time() + 60
 while time.time() < deadline:
     time.sleep(0.05)
-    try:
-        with open(os.path.join(killed, "metrics.jsonl")) as f:
-            if sum(1 for _ in f) >= 12:
-                break
-    except FileNotFoundError:
-        pass
+    os.kill(p.pid, signal.SIGSTOP)
+    if logged_after_checkpoint():
+        break
+    os.kill(p.pid, signal.SIGCONT)
 os.kill(p.pid, signal.SIGKILL)
 p.wait()
 before = event_files(killed)
