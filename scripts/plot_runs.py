@@ -3,6 +3,7 @@
 
 Usage: scripts/plot_runs.py RUN [RUN ...] -o runs.png [--titan-train build/titan-train]
        scripts/plot_runs.py RUN [RUN ...] -o layers.png --layers
+       scripts/plot_runs.py --precision RUN STEP -o precision.png
 
 Each RUN is a dump folder (job.dump_folder) or its metrics.jsonl; curves are labelled by the
 folder's name. With exactly two runs, the first step where their numerics part (from
@@ -10,6 +11,9 @@ folder's name. With exactly two runs, the first step where their numerics part (
 With --layers, the per-layer view instead: for each run a heatmap of update/weight (the optimizer
 update's norm over the weights', from metrics.jsonl's "layers") by part of the model against
 step, on a log scale, the largest marked.
+With --precision RUN STEP, the report of a precision step (debug.precision_steps:
+RUN/precision/step<STEP>.json): each op's added error (the op alone, in the run's dtype, against
+the float64 reference) as bars grouped by block, on a log scale, the worst op marked.
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
 import argparse
@@ -114,6 +118,53 @@ def plot_layers(plt, runs, output):
     print(f"wrote {output}")
 
 
+def read_precision(run, step):
+    path = os.path.join(run_folder(run), "precision", f"step{step}.json")
+    if not os.path.isfile(path):
+        sys.exit(f"plot_runs.py: {path}: no precision report (run with "
+                 f"--debug.precision_steps {step})")
+    with open(path) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            sys.exit(f"plot_runs.py: {path}: not JSON ({e.msg})")
+
+
+def plot_precision(plt, run, step, output):
+    report = read_precision(run, step)
+    ops = [op for op in report["ops"] if op["micro_batch"] == 0]
+    if not ops:
+        sys.exit(f"plot_runs.py: {run}: the step {step} report lists no ops")
+    fig, ax = plt.subplots(figsize=(max(8, 0.12 * len(ops)), 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    values = [max(as_float(op["added_rel_error"]), 1e-12) for op in ops]
+    ax.bar(range(len(ops)), values, color=[colors[op["block"] % len(colors)] for op in ops])
+    ax.set_yscale("log")
+    starts = [i for i, op in enumerate(ops) if i == 0 or op["block"] != ops[i - 1]["block"]]
+    for i in starts[1:]:
+        ax.axvline(i - 0.5, color="grey", linewidth=0.5)
+    ax.set_xticks(starts)
+    ax.set_xticklabels([f"layers.{ops[i]['block']}" for i in starts], rotation=45, ha="right")
+    worst = report.get("worst_op")
+    label = "no op"
+    if worst:
+        label = f"layers.{worst['block']} #{worst['index']} {worst['name']}"
+        for i, op in enumerate(ops):
+            if (op["block"], op["index"], op["name"]) == (worst["block"], worst["index"],
+                                                           worst["name"]):
+                ax.bar([i], [values[i]], color="red")
+                ax.annotate(label, (i, values[i]), textcoords="offset points", xytext=(0, 5),
+                            ha="center", color="red")
+    ax.set_ylabel(f"added error against {report['reference']} (max relative)")
+    ax.set_title(f"{os.path.basename(os.path.normpath(run_folder(run)))} step {step} "
+                 f"({report['dtype']}): added error by op")
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    if worst:
+        print(f"worst op: {label} adds {as_float(worst['added_rel_error']):.3g}")
+    print(f"wrote {output}")
+
+
 def default_binary():
     built = os.path.join(HERE, "..", "build", "titan-train")
     return built if os.path.exists(built) else shutil.which("titan-train")
@@ -121,12 +172,23 @@ def default_binary():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN")
+    parser.add_argument("runs", nargs="*", metavar="RUN")
     parser.add_argument("-o", "--output", required=True, help="PNG file to write")
     parser.add_argument("--titan-train", default=default_binary(), help="binary for compare")
     parser.add_argument("--layers", action="store_true",
                         help="the per-layer view: update/weight by part against step")
+    parser.add_argument("--precision", nargs=2, metavar=("RUN", "STEP"),
+                        help="a precision step's added error by op (debug.precision_steps)")
     args = parser.parse_args()
+    if args.precision:
+        if args.runs or args.layers:
+            parser.error("--precision takes its one RUN and STEP, and no other runs or --layers")
+        if not args.precision[1].isdigit():
+            parser.error(f"--precision: STEP must be a step number, not {args.precision[1]!r}")
+        plot_precision(import_pyplot(), args.precision[0], int(args.precision[1]), args.output)
+        return
+    if not args.runs:
+        parser.error("give at least one RUN (or --precision RUN STEP)")
     plt = import_pyplot()
     runs = [(os.path.basename(os.path.normpath(run_folder(r))), read_metrics(r)) for r in args.runs]
     if args.layers:

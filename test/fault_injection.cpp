@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "model/observed_op.h"
+
 namespace titan::test {
 namespace {
 
@@ -56,6 +58,41 @@ std::shared_ptr<BlockOutputHook> ulp_perturbation(int64_t step, int64_t layer, i
 
 std::shared_ptr<BlockOutputHook> infinity_fault(int64_t step, int64_t layer, bool once) {
   return std::make_shared<PlantedFault>(step, layer, Fault::kInfinity, once);
+}
+
+namespace {
+
+constexpr const char* kRounding = "titan::test_bfloat16_rounding";
+
+at::Tensor round_through_bfloat16(const std::vector<c10::IValue>& inputs) {
+  const at::Tensor& x = inputs.at(0).toTensor();
+  if (x.scalar_type() != at::kFloat) return x.clone();
+  return x.to(at::kBFloat16).to(at::kFloat);
+}
+
+class Bfloat16Rounding : public BlockOutputHook {
+ public:
+  Bfloat16Rounding(int64_t step, int64_t layer) : step_(step), layer_(layer) {
+    register_observed_op(kRounding, round_through_bfloat16);
+  }
+
+  void on_block_output(int64_t step, int64_t layer, at::Tensor& output) override {
+    if (step != step_ || layer != layer_) return;
+    const at::Tensor x = output;
+    output = observed_as_one_op(kRounding, {x}, [&] {
+      at::DisableRecordFunctionGuard inside;
+      return round_through_bfloat16({x});
+    });
+  }
+
+ private:
+  int64_t step_, layer_;
+};
+
+}  // namespace
+
+std::shared_ptr<BlockOutputHook> bfloat16_rounding(int64_t step, int64_t layer) {
+  return std::make_shared<Bfloat16Rounding>(step, layer);
 }
 
 }  // namespace titan::test

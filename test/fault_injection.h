@@ -20,4 +20,9 @@ std::shared_ptr<BlockOutputHook> ulp_perturbation(int64_t step, int64_t layer, i
 // the block's op trace (every execution of the step, or with `once` the first only).
 std::shared_ptr<BlockOutputHook> infinity_fault(int64_t step, int64_t layer, bool once = false);
 
+// At `step`, block `layer`'s output goes through one more op inside the block's trace,
+// "titan::test_bfloat16_rounding": float32 values rounded to bfloat16 (and back), float64 values
+// unchanged. A precision step's run loses precision there and its reference does not.
+std::shared_ptr<BlockOutputHook> bfloat16_rounding(int64_t step, int64_t layer);
+
 }  // namespace titan::test

@@ -42,7 +42,7 @@ TEST_CASE("config: defaults follow torchtitan v0.2.2", "[config]") {
   CHECK(c.model.name == "llama3");
   CHECK(c.training.global_batch_size == -1);
   CHECK(c.training.device == DeviceChoice::kAuto);
-  CHECK(c.training.mixed_precision_param == MixedPrecision::kBfloat16);
+  CHECK(c.training.mixed_precision_param == MixedPrecision::kAuto);
   CHECK(c.optimizer.lr == 8e-4);
   CHECK(c.optimizer.beta1 == 0.9);
   CHECK(c.optimizer.beta2 == 0.95);

@@ -102,7 +102,7 @@ TEST_CASE("cuda: bf16 autocast scope: matmuls in bf16 inside, previous state res
   SKIP_WITHOUT_CUDA();
   auto a = at::randn({16, 16}, at::TensorOptions(c10::Device(c10::kCUDA, 0)));
   {
-    CudaAutocastScope scope(true, at::kBFloat16);
+    AutocastScope scope(c10::kCUDA, true, at::kBFloat16);
     CHECK(at::mm(a, a).scalar_type() == at::kBFloat16);
   }
   CHECK(at::mm(a, a).scalar_type() == at::kFloat);
@@ -118,7 +118,7 @@ TEST_CASE("cuda: an AC block recomputes under the forward's autocast (the dtype 
   options.check = RecomputeCheck::kBitwise;
   at::Tensor out;
   {
-    CudaAutocastScope scope(true, at::kBFloat16);
+    AutocastScope scope(c10::kCUDA, true, at::kBFloat16);
     out = ac::checkpoint([w](const at::Tensor& in) { return at::mm(in, w).relu(); }, x, options);
   }
   CHECK(out.scalar_type() == at::kBFloat16);

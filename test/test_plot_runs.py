@@ -90,4 +90,20 @@ p = subprocess.run([sys.executable, script, old, "-o", layers_png, "--layers"],
                    capture_output=True, text=True)
 check(p.returncode != 0 and "no per-layer norms" in p.stderr,
       "--layers on a metrics.jsonl without layers says so (" + p.stderr.strip() + ")")
+# --precision: the bar chart of a precision step's report, the worst op named.
+probed = train("probed", "--debug.precision_steps", "2")
+precision_png = os.path.join(tmp, "precision.png")
+p = subprocess.run([sys.executable, script, "--precision", probed, "2", "-o", precision_png],
+                   capture_output=True, text=True)
+with open(os.path.join(probed, "precision", "step2.json")) as f:
+    worst = json.load(f)["worst_op"]
+check(p.returncode == 0 and
+      f"worst op: layers.{worst['block']} #{worst['index']} {worst['name']}" in p.stdout,
+      "--precision names the report's worst op (" + (p.stdout + p.stderr).strip() + ")")
+check(matplotlib.image.imread(precision_png).shape[0] >= 300, "--precision writes a PNG")
+p = subprocess.run([sys.executable, script, "--precision", probed, "5", "-o", precision_png],
+                   capture_output=True, text=True)
+check(p.returncode != 0 and "no precision report" in p.stderr and
+      "--debug.precision_steps 5" in p.stderr,
+      "--precision for a step without a report says how to make one (" + p.stderr.strip() + ")")
 sys.exit(1 if failures else 0)

@@ -84,8 +84,8 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
   static variable_list forward(AutogradContext* ctx, at::Tensor x,
                                c10::intrusive_ptr<CheckpointState> state) {
     if (state->options.preserve_rng_state) state->rng = capture_rng(x);
-    state->autocast = cuda_autocast_enabled();
-    state->autocast_dtype = cuda_autocast_dtype();
+    state->autocast = autocast_enabled(x.device().type());
+    state->autocast_dtype = autocast_dtype(x.device().type());
     // Grad is off here (Function::apply), so no activations are kept.
     OpTraceSink* sink = state->options.trace_sink.get();
     const bool observed = sink && sink->wants_ops();
@@ -109,7 +109,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     {
       std::optional<ForkedRng> rng;
       if (state->rng) rng.emplace(*state->rng, x);
-      CudaAutocastScope autocast(state->autocast, state->autocast_dtype);
+      AutocastScope autocast(x.device().type(), state->autocast, state->autocast_dtype);
       at::AutoGradMode enable_grad(true);
       out = run_recorded(*state, x, recompute_trace);
     }

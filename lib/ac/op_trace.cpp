@@ -64,6 +64,20 @@ struct InputInfo : public at::ObserverContext {
   std::vector<const c10::StorageImpl*> storages;  // checksum mode
 };
 
+void keep_inputs(const at::RecordFunction& fn, OpRecord& record) {
+  at::DisableRecordFunctionGuard no_recording;  // the copies are not the block's ops
+  record.schema = fn.operator_name();
+  const bool in_place = is_in_place(record.name);
+  for (const auto& input : fn.inputs()) {
+    if (input.isTensor() && input.toTensor().defined()) {
+      const auto t = input.toTensor().detach();
+      record.inputs.emplace_back(in_place ? t.clone() : t);
+    } else {
+      record.inputs.push_back(input);
+    }
+  }
+}
+
 // Ops are recorded in the order they start (an op before the ops it calls), so the first
 // difference names the outermost op that differs, e.g. aten::narrow rather than the
 // aten::as_strided it calls. Outputs are filled in when the op ends.
@@ -75,13 +89,14 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   trace->ops.emplace_back();
   trace->ops.back().name = intern(fn.name());
   trace->ops.back().top_level = top_level;
-  if (!(trace->capture_inputs || trace->checksums)) return nullptr;
+  if (trace->keep_values && top_level) keep_inputs(fn, trace->ops.back());
+  if (!(trace->capture_inputs || trace->checksums || trace->keep_values)) return nullptr;
   auto ctx = std::make_unique<InputInfo>();
   for (const auto& input : fn.inputs()) {
     if (!input.isTensor() || !input.toTensor().defined()) continue;
     const auto& t = input.toTensor();
     if (trace->capture_inputs) ctx->ids.push_back(id_of(*trace, t));
-    if (trace->checksums && t.has_storage())
+    if ((trace->checksums || trace->keep_values) && t.has_storage())
       ctx->storages.push_back(t.storage().unsafeGetStorageImpl());
   }
   return ctx;
@@ -134,6 +149,10 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     }
   }
   if (inputs) record.input_ids = std::move(inputs->ids);
+  if (trace->keep_values && !fn.outputs().empty() && fn.outputs()[0].isTensor()) {
+    const auto& out = fn.outputs()[0].toTensor();
+    if (out.defined() && holds_computed_values(record, out, inputs)) record.value = out.detach();
+  }
   tls_trace = trace;
 }
 
@@ -194,7 +213,7 @@ std::string OpTrace::format_line(size_t index) const {
 TraceRecorder::TraceRecorder(OpTrace& trace)
     : previous_(tls_trace), previous_open_ops_(std::move(tls_open_ops)) {
   tls_open_ops.clear();
-  const bool inputs = trace.capture_inputs || trace.checksums;
+  const bool inputs = trace.capture_inputs || trace.checksums || trace.keep_values;
   if (previous_) {  // a second callback would record every op twice
     if (inputs && !tls_callback_inputs) {
       throw std::logic_error("TraceRecorder: an inner recorder needs inputs the outer one lacks");

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/operator_name.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
@@ -37,6 +39,13 @@ struct OpRecord {
   bool top_level = true;  // not called from inside another recorded op
   c10::SmallVector<OutputMeta, 1> outputs;
   std::vector<int64_t> input_ids;  // debug mode: ids of tensor inputs (-1: not seen before)
+  // keep_values mode, top-level ops only: the op's arguments as it was called (tensors detached;
+  // an in-place op's inputs copied before it writes them), its schema when it has one (ATen's
+  // ops: it can be called again through the dispatcher), and its first output when that holds
+  // values the op computed (not a view of an input, not uninitialized memory).
+  std::vector<c10::IValue> inputs;
+  c10::optional<c10::OperatorName> schema;
+  at::Tensor value;
 };
 
 struct OpTrace {
@@ -44,6 +53,7 @@ struct OpTrace {
   bool checksums = false;                        // hash op outputs (bitwise mode)
   bool capture_inputs = false;                   // remember tensor identities (debug mode)
   bool max_abs = false;                          // also the max |value| of hashed float outputs
+  bool keep_values = false;                      // keep top-level ops' inputs and outputs
   std::unordered_map<const void*, int64_t> ids;  // TensorImpl -> $id, debug mode only
   int64_t next_id = 0;
 

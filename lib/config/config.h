@@ -36,7 +36,7 @@ struct TrainingConfig {
   std::string dataset_path = "";
   TokenDtype dataset_token_dtype = TokenDtype::kUint16;
   DeviceChoice device = DeviceChoice::kAuto;
-  MixedPrecision mixed_precision_param = MixedPrecision::kBfloat16;
+  MixedPrecision mixed_precision_param = MixedPrecision::kAuto;
   int64_t cpu_threads = 0;  // 0: all cores
 };
 
@@ -112,6 +112,9 @@ struct DebugConfig {
   int64_t rerun_window = 20;         // losses in the spike mean
   std::vector<int64_t> rerun_steps;  // steps re-executed unconditionally
   RerunAction rerun_action = RerunAction::kStop;
+  std::vector<int64_t> precision_steps;  // steps executed again in precision_reference
+  PrecisionReference precision_reference = PrecisionReference::kFloat64;
+  GradNormAccumulate grad_norm_accumulate = GradNormAccumulate::kFloat32;
 };
 
 // Sequences and micro-batches of one optimizer step.
@@ -153,5 +156,13 @@ std::string checkpoint_folder_path(const Config& config);
 // what the other degrees leave. Throws ConfigError naming the key (and its file:line:col) when
 // the degrees do not multiply to the world size, or global_batch_size does not divide.
 int64_t data_parallel_degree(const Config& config, int64_t world_size);
+
+// Whether training.mixed_precision_param means bfloat16 autocast on a CUDA device (`on_cuda`) or
+// the CPU.
+bool uses_bf16_autocast(MixedPrecision precision, bool on_cuda);
+
+// Refuses (ConfigError naming the key) debug.precision_steps in a run of several processes, and a
+// debug.precision_reference that is the run's own precision.
+void check_precision_steps(const Config& config, int64_t world_size, bool on_cuda);
 
 }  // namespace titan

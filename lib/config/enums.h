@@ -18,7 +18,8 @@ enum class TokenDtype { kUint16, kUint32 };
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 // [comm] backend: the collectives of several processes (see lib/distributed/process_group.h).
 enum class CommBackend { kAuto, kGloo, kNccl };
-enum class MixedPrecision { kBfloat16, kFloat32 };
+// [training] mixed_precision_param: kAuto is bfloat16 autocast on CUDA and float32 on CPU.
+enum class MixedPrecision { kBfloat16, kFloat32, kAuto };
 enum class DecayType { kLinear, kSqrt, kCosine };
 enum class ExportDtype { kFloat32, kBfloat16 };
 enum class AcMode { kNone, kFull, kSelective };
@@ -28,6 +29,10 @@ enum class NumericsTrace { kNone, kBlocks, kOps };
 enum class RerunOn { kNone, kNan, kSpike, kBoth };
 // [debug] rerun_action: what follows a rerun.
 enum class RerunAction { kStop, kSkip, kContinue };
+// [debug] precision_reference: the dtype a precision step is executed again in.
+enum class PrecisionReference { kFloat64, kFloat32 };
+// [debug] grad_norm_accumulate: the dtype of the gradient norm's sum of squares.
+enum class GradNormAccumulate { kFloat32, kFloat64 };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
@@ -90,5 +95,9 @@ template <>
 const std::vector<std::string>& enum_names<RerunOn>();
 template <>
 const std::vector<std::string>& enum_names<RerunAction>();
+template <>
+const std::vector<std::string>& enum_names<PrecisionReference>();
+template <>
+const std::vector<std::string>& enum_names<GradNormAccumulate>();
 
 }  // namespace titan

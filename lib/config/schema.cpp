@@ -126,7 +126,8 @@ std::vector<FieldSpec> config_fields(Config& c) {
       not_hashed(enum_field("training", "device", &t.device,
                             "Where to train: auto picks cuda when available, else cpu")),
       enum_field("training", "mixed_precision_param", &t.mixed_precision_param,
-                 "Autocast dtype on CUDA (CPU always trains in float32)"),
+                 "Autocast dtype: bfloat16 or float32 (parameters stay float32); auto is bfloat16 "
+                 "on CUDA and float32 on CPU"),
       not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
                                 "Intra-op CPU threads (also used for OpenBLAS); 0 means all cores"),
                           0, static_cast<double>(limits::kMaxCpuThreads))),
@@ -267,6 +268,16 @@ std::vector<FieldSpec> config_fields(Config& c) {
       not_hashed(enum_field("debug", "rerun_action", &c.debug.rerun_action,
                             "After a rerun: stop (exit 1 for nan, else go on), skip (drop the "
                             "step's update), continue (keep the rerun's result)")),
+      not_hashed(at_least(field("debug", "precision_steps", &c.debug.precision_steps,
+                                "Steps executed again in precision_reference beside the run, "
+                                "each op's error reported in <dump_folder>/precision/"),
+                          1, kMaxSteps)),
+      not_hashed(enum_field("debug", "precision_reference", &c.debug.precision_reference,
+                            "The dtype a precision step is executed again in (float32 only "
+                            "for bfloat16 runs)")),
+      enum_field("debug", "grad_norm_accumulate", &c.debug.grad_norm_accumulate,
+                 "Sum the gradient norm's squares in float32 (PyTorch's clip_grad_norm_) or "
+                 "float64 (the exact norm, for reporting and clipping)"),
   };
   for (auto& f : fields) f.toml_location = &c.toml_locations[f.name()];
   return fields;

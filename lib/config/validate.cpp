@@ -181,6 +181,35 @@ int64_t data_parallel_degree(const Config& config, int64_t world_size) {
   return world_size;
 }
 
+bool uses_bf16_autocast(MixedPrecision precision, bool on_cuda) {
+  switch (precision) {
+    case MixedPrecision::kBfloat16:
+      return true;
+    case MixedPrecision::kFloat32:
+      return false;
+    case MixedPrecision::kAuto:
+      return on_cuda;
+  }
+  return false;
+}
+
+void check_precision_steps(const Config& config, int64_t world_size, bool on_cuda) {
+  const DebugConfig& d = config.debug;
+  if (d.precision_steps.empty()) return;
+  if (world_size > 1) {
+    throw ConfigError(
+        where(config, "debug.precision_steps"),
+        fmt::format("precision steps run in one process; this run has {}", world_size),
+        "run the step to study in one process (resume its checkpoint there)");
+  }
+  if (d.precision_reference == PrecisionReference::kFloat32 &&
+      !uses_bf16_autocast(config.training.mixed_precision_param, on_cuda)) {
+    throw ConfigError(where(config, "debug.precision_reference"),
+                      "\"float32\" is the run's own precision: it would measure nothing",
+                      "use precision_reference = \"float64\" (float32 serves bfloat16 runs)");
+  }
+}
+
 BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
   BatchPlan plan;
   const int64_t per_micro_batch = t.local_batch_size * data_parallel;
@@ -232,6 +261,14 @@ std::vector<std::string> config_warnings(const Config& config) {
     if (step <= t.steps) continue;
     warnings.push_back(fmt::format("{}: step {} is after training.steps ({}): it is never rerun",
                                    where(config, "debug.rerun_steps"), step, t.steps));
+    break;
+  }
+  for (int64_t step : config.debug.precision_steps) {
+    if (step <= t.steps) continue;
+    warnings.push_back(
+        fmt::format("{}: step {} is after training.steps ({}): it is never executed in {}",
+                    where(config, "debug.precision_steps"), step, t.steps,
+                    to_string(config.debug.precision_reference)));
     break;
   }
   return warnings;

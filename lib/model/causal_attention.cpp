@@ -54,7 +54,8 @@ constexpr const char* kOpName = "titan::causal_attention";
 struct BlockedCausalAttention : public torch::autograd::Function<BlockedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                                int64_t block) {
-    return {observed_as_one_op(kOpName, [&] { return compute_forward(ctx, q, k, v, block); })};
+    return {observed_as_one_op(kOpName, {q, k, v},
+                               [&] { return compute_forward(ctx, q, k, v, block); })};
   }
 
   static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -182,7 +183,7 @@ class HeadBlocks {
 
 struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v) {
-    return {observed_as_one_op(kOpName, [&] { return compute_forward(ctx, q, k, v); })};
+    return {observed_as_one_op(kOpName, {q, k, v}, [&] { return compute_forward(ctx, q, k, v); })};
   }
 
   static at::Tensor compute_forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -282,13 +283,17 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     case AttentionKernel::kFusedAvx2:
       return fused_causal_attention(q, k, v);
     case AttentionKernel::kBlockedAten:
-      return blocked_causal_attention(q, k, v);
+      // One op with its copies to contiguous inside, as the fused kernel's (traces align).
+      return observed_as_one_op(kOpName, {q, k, v},
+                                [&] { return blocked_causal_attention(q, k, v); });
     case AttentionKernel::kTorchSdpa:
       break;
   }
 #if TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                          /*is_causal=*/true);
+  return observed_as_one_op(kOpName, {q, k, v}, [&] {
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                            /*is_causal=*/true);
+  });
 #else
   TORCH_CHECK(false, "causal_attention: scaled_dot_product_attention needs libtorch 2");
 #endif

@@ -51,7 +51,7 @@ at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, i
 struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                                double eps) {
-    return {observed_as_one_op("titan::rms_norm", [&] {
+    return {observed_as_one_op("titan::rms_norm", {x, weight, eps}, [&] {
       at::DisableRecordFunctionGuard unobserved;
       auto xc = x.contiguous(), wc = weight.contiguous();
       const int64_t C = xc.size(-1), rows = xc.numel() / C;
@@ -110,9 +110,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     case RmsNormKernel::kAten:
       break;
   }
-  auto xf = x.to(at::kFloat);
-  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
+  // The same one op whatever the kernel, so that traces of runs on different kernels align.
+  return observed_as_one_op("titan::rms_norm", {x, weight, eps}, [&] {
+    // Normalized in float32 (torchtitan's), or in float64 for a float64 input.
+    auto xf = x.to(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+    auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return normed.to(x.scalar_type()) * weight;
+  });
 }
 
 TITAN_ENUM_NAMES(RmsNormKernel, "fused_avx2_fma", "aten")

@@ -30,7 +30,7 @@ void for_each_range(int64_t n, const Fn& fn) {
 
 struct FusedSwiglu : public torch::autograd::Function<FusedSwiglu> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
-    return {observed_as_one_op("titan::swiglu", [&] {
+    return {observed_as_one_op("titan::swiglu", {a, b}, [&] {
       at::DisableRecordFunctionGuard unobserved;
       auto ac = a.contiguous(), bc = b.contiguous();
       auto out = at::empty(ac.sizes(), ac.options());
@@ -82,7 +82,8 @@ at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
     case SwigluKernel::kAten:
       break;
   }
-  return at::silu(a) * b;
+  // The same one op whatever the kernel, so that traces of runs on different kernels align.
+  return observed_as_one_op("titan::swiglu", {a, b}, [&] { return at::silu(a) * b; });
 }
 
 TITAN_ENUM_NAMES(SwigluKernel, "fused_avx2_fma", "aten")

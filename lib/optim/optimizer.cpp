@@ -51,8 +51,37 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   }
 }
 
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
-  return torch::nn::utils::clip_grad_norm_(params, max_norm);
+double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate accumulate) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms;
+  for (const auto& g : grads) {
+    if (!g.defined()) continue;
+    // kFloat64: each square and the sum in float64, without a float64 copy of the gradient.
+    norms.push_back(accumulate == GradNormAccumulate::kFloat32
+                        ? g.norm(2)
+                        : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble));
+  }
+  if (norms.empty()) return 0.0;
+  // PyTorch's clip_grad_norm_: one gradient's norm as it is, several through stack(...).norm().
+  return (norms.size() == 1 ? norms[0] : at::stack(norms).norm(2)).item<double>();
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                      GradNormAccumulate accumulate) {
+  if (accumulate == GradNormAccumulate::kFloat32) {
+    return torch::nn::utils::clip_grad_norm_(params, max_norm);
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  const double total = gradient_norm(grads, accumulate);
+  const double coef = max_norm / (total + 1e-6);  // PyTorch's clip coefficient
+  if (coef < 1) {
+    for (const auto& g : grads) {
+      if (g.defined()) g.mul_(coef);
+    }
+  }
+  return total;
 }
 
 TITAN_ENUM_NAMES(AdamWKernel, "fused_avx2_fma", "torch")

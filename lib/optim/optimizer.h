@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/enums.h"
 
 namespace titan {
 
@@ -37,6 +38,14 @@ AdamWStateMap::key_type adamw_state_key(const at::Tensor& p);
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
 // Scales gradients so their total L2 norm is at most max_norm; returns the norm before clipping.
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
+// kFloat32 is PyTorch's clip_grad_norm_ (each gradient's norm, then the norm of those, in the
+// gradients' dtype); kFloat64 sums every square in float64 (the exact norm of the gradients as
+// stored) and clips with that.
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                      GradNormAccumulate accumulate = GradNormAccumulate::kFloat32);
+
+// The norm clip_grad_norm computes (and reports) for these gradients, computed the same way
+// (kFloat32: bit for bit PyTorch's), without clipping. Undefined tensors are skipped.
+double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate accumulate);
 
 }  // namespace titan

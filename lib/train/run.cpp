@@ -27,4 +27,6 @@ TrainSummary Run::train() { return trainer_->train(); }
 
 NumericsTracer* Run::numerics_tracer() { return parts_->numerics.get(); }
 
+PrecisionProbe* Run::precision_probe() { return parts_->precision.get(); }
+
 }  // namespace titan

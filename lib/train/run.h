@@ -23,6 +23,7 @@
 namespace titan {
 
 class NumericsTracer;
+class PrecisionProbe;
 class RunOutputs;
 class Trainer;
 struct RunParts;
@@ -59,6 +60,8 @@ class Run {
   TrainSummary train();
   // The numerics.log recorder; null when debug.numerics_trace is "none" and no rerun is armed.
   NumericsTracer* numerics_tracer();
+  // The precision probe; null without debug.precision_steps.
+  PrecisionProbe* precision_probe();
 
  private:
   Run();

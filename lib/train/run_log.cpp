@@ -159,6 +159,15 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostrea
   if (parts.rerun && summary.steps > 0) {
     parts.rerun->log_cost(summary.seconds / static_cast<double>(summary.steps), log);
   }
+  if (parts.precision && parts.precision->steps_measured() > 0 && summary.steps > 0) {
+    const double step_seconds = summary.seconds / static_cast<double>(summary.steps);
+    const double each = parts.precision->seconds() / parts.precision->steps_measured();
+    log << fmt::format(
+        "[titan] precision steps: {:.2f} s each ({} step{}), {:.1f}x a step's {:.3f} s on "
+        "average\n",
+        each, parts.precision->steps_measured(), parts.precision->steps_measured() == 1 ? "" : "s",
+        step_seconds > 0 ? each / step_seconds : 0.0, step_seconds);
+  }
   log.flush();
 }
 

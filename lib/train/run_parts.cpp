@@ -21,16 +21,6 @@ ModelArgs model_args_for(const Config& config) {
   return args;
 }
 
-bool uses_bf16_autocast(const c10::Device& device, MixedPrecision precision) {
-  switch (precision) {
-    case MixedPrecision::kBfloat16:
-      return device.is_cuda();  // CPU always trains in float32
-    case MixedPrecision::kFloat32:
-      return false;
-  }
-  return false;
-}
-
 }  // namespace
 
 RunParts::RunParts(const RunContext& run_context)
@@ -59,9 +49,13 @@ RunParts::RunParts(const RunContext& run_context)
   params = model->parameters();
   optimizer = build_optimizer(params, config.optimizer);
   step_options.device = context.device;
-  step_options.autocast_bf16 = uses_bf16_autocast(context.device, t.mixed_precision_param);
+  step_options.autocast_bf16 =
+      uses_bf16_autocast(t.mixed_precision_param, context.device.is_cuda());
   step_options.max_norm = t.max_norm;
+  step_options.grad_norm_accumulate = context.config.debug.grad_norm_accumulate;
   step_options.data_parallel = group.size();
+  if (!config.debug.precision_steps.empty())
+    precision = std::make_unique<PrecisionProbe>(config, args, step_options);
   token_flops = flops_per_token(args, t.seq_len);
   if (group.size() > 1) reducer = std::make_unique<GradientReducer>(group, params);
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer);

@@ -23,6 +23,7 @@
 #include "train/checkpointer.h"
 #include "train/gradient_reducer.h"
 #include "train/numerics_trace.h"
+#include "train/precision_probe.h"
 #include "train/rerun_check.h"
 #include "train/run_context.h"
 #include "train/step.h"
@@ -57,9 +58,10 @@ struct RunParts {
   double token_flops = 0;                    // FLOPs per token (metrics/device_stats.h)
   std::unique_ptr<GradientReducer> reducer;  // null for one process
   std::unique_ptr<Checkpointer> checkpointer;
-  std::unique_ptr<RerunCheck> rerun;  // null when no rerun trigger is armed
-  StartPoint start;                   // where the run starts; its state not yet applied
-  uint64_t initial_checksum = 0;      // of the parameters every rank starts from
+  std::unique_ptr<RerunCheck> rerun;          // null when no rerun trigger is armed
+  std::unique_ptr<PrecisionProbe> precision;  // null without debug.precision_steps
+  StartPoint start;                           // where the run starts; its state not yet applied
+  uint64_t initial_checksum = 0;              // of the parameters every rank starts from
 };
 
 }  // namespace titan

@@ -53,9 +53,23 @@ auto in_phase(const char* phase, const StepOptions& options, Fn fn) -> decltype(
 
 }  // namespace
 
-at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
-  return at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat), labels.flatten(0, 1), {},
+at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                at::ScalarType dtype) {
+  return at::cross_entropy_loss(logits.flatten(0, 1).to(dtype), labels.flatten(0, 1), {},
                                 at::Reduction::Sum);
+}
+
+double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_parallel) {
+  double tokens = 0;
+  for (const auto& batch : micro_batches) tokens += static_cast<double>(batch.labels.numel());
+  return tokens * static_cast<double>(data_parallel);
+}
+
+at::Tensor micro_batch_loss(Transformer& model, const Batch& batch, double tokens_in_step,
+                            const StepOptions& options, at::ScalarType loss_dtype) {
+  auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
+  AutocastScope autocast(options.device.type(), options.autocast_bf16, at::kBFloat16);
+  return summed_cross_entropy(model->forward(inputs), labels, loss_dtype) / tokens_in_step;
 }
 
 StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
@@ -65,21 +79,12 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
   result.lr = lr;
   set_learning_rate(optimizer, lr);
   optimizer.zero_grad();
-  double tokens_in_step = 0;
-  for (const auto& batch : micro_batches)
-    tokens_in_step += static_cast<double>(batch.labels.numel());
-  tokens_in_step *= static_cast<double>(options.data_parallel);
+  const double tokens = tokens_in_step(micro_batches, options.data_parallel);
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
   for (const auto& batch : micro_batches) {
-    auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
-    at::Tensor loss;
-    {
-      CudaAutocastScope autocast(options.autocast_bf16, at::kBFloat16);
-      loss = in_phase("forward", options, [&] {
-        return summed_cross_entropy(model->forward(inputs), labels) / tokens_in_step;
-      });
-    }
+    at::Tensor loss = in_phase("forward", options,
+                               [&] { return micro_batch_loss(model, batch, tokens, options); });
     in_phase("backward", options, [&] { loss.backward(); });
     loss_sum += loss.detach().to(at::kDouble);
   }
@@ -87,8 +92,9 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
     in_phase("gradient all-reduce", options, [&] { options.reduce_gradients(loss_sum); });
   }
   if (options.before_clip) options.before_clip();
-  result.grad_norm = in_phase("gradient clipping", options,
-                              [&] { return clip_grad_norm(params, options.max_norm); });
+  result.grad_norm = in_phase("gradient clipping", options, [&] {
+    return clip_grad_norm(params, options.max_norm, options.grad_norm_accumulate);
+  });
   result.loss = loss_sum.item<double>();
   in_phase("optimizer step", options, [&] { optimizer.step(); });
   return result;

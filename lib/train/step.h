@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "config/enums.h"
 #include "data/loader.h"
 #include "model/llama.h"
 
@@ -24,8 +25,9 @@ struct StepResult {
 
 struct StepOptions {
   c10::Device device = c10::Device(c10::kCPU);
-  bool autocast_bf16 = false;  // CUDA autocast to bfloat16 around forward and loss
+  bool autocast_bf16 = false;  // autocast to bfloat16 (on `device`) around forward and loss
   double max_norm = 1.0;
+  GradNormAccumulate grad_norm_accumulate = GradNormAccumulate::kFloat32;
   // Ranks training together: the loss is divided by the tokens of all of them (each rank's
   // micro-batches have the same shape), so that summing gradients over the ranks averages them.
   int64_t data_parallel = 1;
@@ -37,8 +39,18 @@ struct StepOptions {
   int64_t step = 0;  // for messages
 };
 
-// Summed cross-entropy of logits (B, T, V) against labels (B, T), in float32.
-at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
+// Summed cross-entropy of logits (B, T, V) against labels (B, T), in `dtype`.
+at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                at::ScalarType dtype = at::kFloat);
+
+// The tokens the step's loss is divided by: those of `micro_batches` x data_parallel.
+double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_parallel);
+
+// The step's loss on one micro-batch, as run_step computes it: summed cross-entropy (in
+// `loss_dtype`) / tokens_in_step, the forward under options' autocast. Moves the batch to
+// options.device.
+at::Tensor micro_batch_loss(Transformer& model, const Batch& batch, double tokens_in_step,
+                            const StepOptions& options, at::ScalarType loss_dtype = at::kFloat);
 
 // Runs the step on `micro_batches` (each moved to options.device) with learning rate `lr`.
 // Requires: params are model's parameters, registered with `optimizer`.

@@ -106,6 +106,9 @@ StepResult Trainer::train_step() {
   std::vector<Batch> micro_batches;
   for (int64_t i = 0; i < parts_.plan.micro_batches; ++i)
     micro_batches.push_back(parts_.loader->next());
+  std::optional<PrecisionProbe::KeptState> precision_before;
+  if (parts_.precision && parts_.precision->probes(step))
+    precision_before = parts_.precision->keep_state(parts_.model);
   // A step listed in rerun_steps is traced the first time too, so a difference can be named.
   const bool trace_original = parts_.rerun && parts_.rerun->traces_original(step);
   ExecutedStep original = execute_step(step, micro_batches, trace_original, true);
@@ -113,6 +116,10 @@ StepResult Trainer::train_step() {
   if (histograms_at(step)) outputs_.write_histograms(step, layer_norms_.histograms());
   step_ = step;
   tokens_seen_ += parts_.plan.tokens_per_step;
+  if (precision_before) {
+    parts_.precision->measure(step, *precision_before, micro_batches, original.result,
+                              outputs_.console());
+  }
   StepResult result = original.result;
   if (parts_.rerun) {
     result = parts_.rerun->check(step, before, micro_batches, original, *this, outputs_.console());
@@ -174,7 +181,7 @@ std::vector<SequenceLoss> Trainer::sequence_losses(const std::vector<Batch>& bat
     const Batch& b = batches[m];
     at::Tensor logits;
     {
-      CudaAutocastScope autocast(step_options_.autocast_bf16, at::kBFloat16);
+      AutocastScope autocast(ctx_.device.type(), step_options_.autocast_bf16, at::kBFloat16);
       logits = parts_.model->forward(b.inputs.to(ctx_.device));  // (B, T, V)
     }
     auto labels = b.labels.to(ctx_.device);
