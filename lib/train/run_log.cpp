@@ -160,8 +160,10 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostrea
     parts.rerun->log_cost(summary.seconds / static_cast<double>(summary.steps), log);
   }
   if (parts.precision && parts.precision->steps_measured() > 0 && summary.steps > 0) {
-    const double step_seconds = summary.seconds / static_cast<double>(summary.steps);
     const double each = parts.precision->seconds() / parts.precision->steps_measured();
+    // The run's own steps, without the time the precision steps' executions took.
+    const double step_seconds =
+        (summary.seconds - parts.precision->seconds()) / static_cast<double>(summary.steps);
     log << fmt::format(
         "[titan] precision steps: {:.2f} s each ({} step{}), {:.1f}x a step's {:.3f} s on "
         "average\n",
