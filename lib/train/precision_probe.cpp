@@ -1,6 +1,7 @@
 #include "train/precision_probe.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
 #include "train/precision_report.h"
 
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
 #include <algorithm>
