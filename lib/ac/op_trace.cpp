@@ -105,8 +105,12 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 // Whether an output's bytes are values this op computed: not uninitialized memory (empty*),
 // and not one of its inputs handed back unchanged (views, no-op to/contiguous/resolve_conj,
 // which may even be an output buffer not yet written). In-place ops do compute their input.
-bool holds_computed_values(const OpRecord& record, const at::Tensor& t, const InputInfo* inputs) {
-  if (!record.top_level || !t.is_contiguous() || returns_uninitialized(record.name)) return false;
+// Checksums also need the bytes in order (`contiguous`); kept values do not (SDPA's output is a
+// transposed layout).
+bool holds_computed_values(const OpRecord& record, const at::Tensor& t, const InputInfo* inputs,
+                           bool contiguous = true) {
+  if (!record.top_level || (contiguous && !t.is_contiguous()) || returns_uninitialized(record.name))
+    return false;
   if (is_in_place(record.name) || !inputs || !t.has_storage()) return true;
   const auto* storage = t.storage().unsafeGetStorageImpl();
   return std::find(inputs->storages.begin(), inputs->storages.end(), storage) ==
@@ -151,7 +155,8 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (inputs) record.input_ids = std::move(inputs->ids);
   if (trace->keep_values && !fn.outputs().empty() && fn.outputs()[0].isTensor()) {
     const auto& out = fn.outputs()[0].toTensor();
-    if (out.defined() && holds_computed_values(record, out, inputs)) record.value = out.detach();
+    if (out.defined() && holds_computed_values(record, out, inputs, false))
+      record.value = out.detach();
   }
   tls_trace = trace;
 }
