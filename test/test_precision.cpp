@@ -264,4 +264,13 @@ TEST_CASE("precision steps: bad values are exit 2 naming the key", "[precision]"
     CHECK(r.output.find(c.key) != std::string::npos);
   }
   CHECK(!std::filesystem::exists(dir + "/fingerprint.log"));
+  // A planted link where the reports go is refused before any output is written.
+  const std::string linked = test::temp_dir("precision_link");
+  std::filesystem::create_directories(linked + "/run");
+  std::filesystem::create_directory_symlink(linked, linked + "/run/precision");
+  auto r = test::run_titan(test::tiny_run(linked + "/run", 2, "--debug.precision_steps 1"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("precision: is a symbolic link") != std::string::npos);
+  CHECK(!std::filesystem::exists(linked + "/run/fingerprint.log"));
 }

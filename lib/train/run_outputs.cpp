@@ -107,6 +107,9 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   // First: a planted link in the TensorBoard folder is refused before any other file changes.
   const std::string tb = tensorboard_folder(context, resume_step);
   if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
+  // Precision steps write their reports there: a planted link is refused now, not mid-run.
+  if (!context.config.debug.precision_steps.empty())
+    make_output_folder(folder + "/precision", FolderLink::kRefuse);
   if (rank == 0) {
     write_file_atomically(folder + "/config.toml", to_toml(context.config));
     metrics_ = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", resume_step);
