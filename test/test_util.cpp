@@ -29,16 +29,25 @@ RunResult run_titan_bounded(const std::string& args, const std::string& env) {
 std::string binary() { return TITAN_TRAIN_BINARY; }
 
 int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  // Ports below the kernel's ephemeral range (32768-60999 by default): an ephemeral bind or an
+  // outgoing connection elsewhere (Gloo, the rendezvous clients of tests running beside this
+  // one) never takes them, so only an explicit bind can race with the caller. The start point
+  // differs per process and per call, so concurrent tests try different ports first.
+  static int calls = 0;
+  constexpr int first = 20000, count = 12000;
+  const int start = static_cast<int>((getpid() * 7919L + 97L * calls++) % count);
+  for (int i = 0; i < count; ++i) {
+    const int port = first + (start + i) % count;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (bound) return port;
+  }
+  throw std::runtime_error("no free loopback port in 20000-31999");
 }
 
 std::string tiny_run(const std::string& dir, int steps, const std::string& extra) {

@@ -43,7 +43,7 @@ std::string read_text(const std::string& path);
 // Flags for a short, fast run of the tiny model into `dir`; `extra` appended (later flags win).
 std::string tiny_run(const std::string& dir, int steps, const std::string& extra = "");
 
-// A loopback port nobody listens on right now (the kernel's choice for an ephemeral bind).
+// A loopback port nobody has bound right now, outside the kernel's ephemeral range.
 int free_port();
 
 // The project's source folder (for configs/).
