@@ -64,7 +64,7 @@ TEST_CASE("compare: the same run twice is identical (exit 0)", "[compare][cli]")
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output,
-             Catch::Contains("result: identical: every field of the 4 common steps") &&
+             Catch::Contains("result: bitwise identical: every field of the 4 common steps") &&
                  Catch::Contains("metrics.log_freq: A 10 | B 1  (not in the config hash)"));
   // A fingerprint.log given by its path works as well as its folder.
   CHECK(compare(dir + "/a/fingerprint.log " + dir + "/b").exit_code == 0);
@@ -119,7 +119,7 @@ TEST_CASE("compare: runs differing only in cpu_threads are told apart at step 1,
       steps(test::read_text(dir + "/b/fingerprint.log"))) {
     WARN("this libtorch computes the same bits with 1 and 2 threads: checking 'identical'");
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.output, Catch::Contains("result: identical"));
+    CHECK_THAT(r.output, Catch::Contains("result: bitwise identical"));
     return;
   }
   CHECK(r.exit_code == 1);
@@ -141,7 +141,7 @@ TEST_CASE("compare: activation checkpointing full and none are identical", "[com
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("activation_checkpoint.mode: A \"none\" | B \"full\"") &&
-                           Catch::Contains("result: identical") &&
+                           Catch::Contains("result: bitwise identical") &&
                            Catch::Contains("numerics.log: no difference"));
 }
 

@@ -15,42 +15,16 @@
 #include "catch_torch.h"
 #include "distributed/world.h"
 #include "metrics/fingerprint_reader.h"
+#include "test_ranks.h"
 #include "test_util.h"
 
 namespace titan {
 namespace {
 
-// torchrun's variables for rank `rank` of `world` on this machine.
-std::string rank_env(int rank, int world, int port) {
-  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
-         " LOCAL_RANK=" + std::to_string(rank) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
-         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
-}
-
-struct RankResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs one process per entry of `args` (rank = index) and waits for all (each at most 300 s).
-// Their output goes to <dir>/rank<N>.out.
-std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args) {
-  const int world = static_cast<int>(args.size());
-  const int port = test::free_port();
-  std::string script;
-  for (int r = 0; r < world; ++r) {
-    const std::string out = dir + "/rank" + std::to_string(r);
-    script += "(env " + rank_env(r, world, port) + " timeout 300 " + test::binary() + " " +
-              args[r] + " >" + out + ".out 2>&1; echo $? >" + out + ".rc) & ";
-  }
-  test::run_shell(script + "wait");
-  std::vector<RankResult> results;
-  for (int r = 0; r < world; ++r) {
-    const std::string out = dir + "/rank" + std::to_string(r);
-    results.push_back({std::stoi(test::read_text(out + ".rc")), test::read_text(out + ".out")});
-  }
-  return results;
-}
+using test::rank_env;
+using test::RankResult;
+using test::run_ranks;
+using test::same_args;
 
 // Shell text that starts 2 ranks of `args` in the background, output in rank<N>.out and PIDs in
 // $p0 and $p1, then waits (at most 120 s) until rank 0 has logged a step. Each rank runs under
@@ -67,10 +41,6 @@ std::string start_two_ranks(const std::string& args, int untimed_rank = -1) {
   return script +
          "for i in $(seq 1200); do grep -q 'step:' rank0.out 2>/dev/null && break; "
          "sleep 0.1; done; ";
-}
-
-std::vector<std::string> same_args(int world, const std::string& args) {
-  return std::vector<std::string>(static_cast<size_t>(world), args);
 }
 
 // Raw uint16 tokens below the tiny model's vocabulary: the tokens dataset cuts them into

@@ -149,11 +149,15 @@ TEST_CASE("parity: logits, loss and every gradient match the PyTorch reference",
   check_all(results);
 }
 
-TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the reference",
-          "[parity]") {
+TEST_CASE(
+    "parity: ten AdamW steps with warmup, decay and clipping match the reference, batch-invariant "
+    "or not",
+    "[parity]") {
   const auto& ref = reference();
   const std::string mode = GENERATE(as<std::string>{}, "none", "full", "selective");
-  INFO("activation_checkpoint.mode = " << mode);
+  // Batch invariance runs each sequence alone and sums them in a pairwise tree.
+  const bool batch_invariant = GENERATE(false, true);
+  INFO("activation_checkpoint.mode = " << mode << ", batch_invariant " << batch_invariant);
   Transformer model = reference_model(ref, mode);
   auto params = model->parameters();
   OptimizerConfig opt_config;
@@ -172,6 +176,7 @@ TEST_CASE("parity: ten AdamW steps with warmup, decay and clipping match the ref
   LRSchedule schedule(sched_config, steps);
   StepOptions options;
   options.max_norm = ref.number("max_norm");
+  options.batch_invariant = batch_invariant;
   std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets"), {}}};
 
   auto losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms"),

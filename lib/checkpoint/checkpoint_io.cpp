@@ -35,7 +35,8 @@ struct ManifestSummary {
   int64_t step = 0;
   bool model_only = false;
   uint64_t config_hash = 0;
-  int64_t world_size = 1;  // "world_size N" in the manifest; absent before data parallelism
+  int64_t world_size = 1;          // "world_size N" in the manifest; absent before data parallelism
+  bool global_data_order = false;  // "data_order global"; absent when each rank reads its own
 };
 
 struct Manifest {
@@ -47,6 +48,7 @@ std::string format_manifest(const CheckpointContents& c, const std::vector<FileE
   std::string text = fmt::format("{}\nstep {}\nkind {}\nconfig_hash {:#018x}\n", kManifestFormat,
                                  c.step, c.model_only ? "model_only" : "full", c.config_hash);
   if (c.world_size > 1) text += fmt::format("world_size {}\n", c.world_size);
+  if (c.global_data_order) text += "data_order global\n";
   for (const auto& f : files)
     text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
   return text;
@@ -93,6 +95,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     } else if (words.size() == 2 && words[0] == "world_size" && parse_u64(words[1], a) && a >= 1 &&
                a <= static_cast<uint64_t>(limits::kMaxWorldSize)) {
       m.summary.world_size = static_cast<int64_t>(a);
+    } else if (words.size() == 2 && words[0] == "data_order" && words[1] == "global") {
+      m.summary.global_data_order = true;
     } else if (words.size() == 4 && words[0] == "file" && parse_u64(words[2], a) &&
                parse_u64(words[3], b) && words[1].find('/') == std::string::npos) {
       m.files.push_back({words[1], a, b});
@@ -330,6 +334,7 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
   c.model_only = m.summary.model_only;
   c.config_hash = m.summary.config_hash;
   c.world_size = m.summary.world_size;
+  c.global_data_order = m.summary.global_data_order;
   const bool has_rank_state = !c.model_only && rank < c.world_size;
   const std::string state_name = rank_file_name("train_state.bin", rank);
   std::vector<std::string> required = {"model.safetensors", "config.toml"};

@@ -37,6 +37,9 @@ struct CheckpointContents {
   // loader position), in train_state.rank<N>.bin. Parameters and optimizer are replicated.
   int64_t world_size = 1;
   std::vector<TrainState> other_rank_states;
+  // Saved by a batch-invariant run: every rank's loader position is the one global position, so
+  // any number of ranks may resume it ("data_order global" in the manifest).
+  bool global_data_order = false;
 };
 
 struct SaveRecord {

@@ -115,6 +115,8 @@ struct DebugConfig {
   std::vector<int64_t> precision_steps;  // steps executed again in precision_reference
   PrecisionReference precision_reference = PrecisionReference::kFloat64;
   GradNormAccumulate grad_norm_accumulate = GradNormAccumulate::kFloat32;
+  // The same bits whatever the thread count, ranks or micro-batch split of the global batch.
+  bool batch_invariant = false;
 };
 
 // Sequences and micro-batches of one optimizer step.
@@ -164,5 +166,11 @@ bool uses_bf16_autocast(MixedPrecision precision, bool on_cuda);
 // Refuses (ConfigError naming the key) debug.precision_steps in a run of several processes, and a
 // debug.precision_reference that is the run's own precision.
 void check_precision_steps(const Config& config, int64_t world_size, bool on_cuda);
+
+// Throws ConfigError naming the keys when debug.batch_invariant is on with what cannot be made
+// invariant: CUDA, dropout, precision steps, or several ranks each holding a number of the global
+// batch's sequences that is not a power of two (their partial sums would not be subtrees of the
+// global batch's pairwise tree).
+void check_batch_invariant(const Config& config, int64_t world_size, bool on_cuda);
 
 }  // namespace titan

@@ -278,6 +278,10 @@ std::vector<FieldSpec> config_fields(Config& c) {
       enum_field("debug", "grad_norm_accumulate", &c.debug.grad_norm_accumulate,
                  "Sum the gradient norm's squares in float32 (PyTorch's clip_grad_norm_) or "
                  "float64 (the exact norm, for reporting and clipping)"),
+      field("debug", "batch_invariant", &c.debug.batch_invariant,
+            "The same bits on any thread count, number of ranks and micro-batch split of the "
+            "global batch: one sequence per forward and backward, gradients summed in a fixed "
+            "pairwise tree over the global batch's sequences (CPU only)"),
   };
   for (auto& f : fields) f.toml_location = &c.toml_locations[f.name()];
   return fields;

@@ -210,6 +210,37 @@ void check_precision_steps(const Config& config, int64_t world_size, bool on_cud
   }
 }
 
+void check_batch_invariant(const Config& config, int64_t world_size, bool on_cuda) {
+  if (!config.debug.batch_invariant) return;
+  const std::string key = where(config, "debug.batch_invariant");
+  if (on_cuda) {
+    throw ConfigError(key, "batch-invariant training runs on CPU only for now",
+                      "use training.device = \"cpu\", or turn debug.batch_invariant off");
+  }
+  if (config.model.dropout > 0) {
+    throw ConfigError(key + " with " + where(config, "model.dropout"),
+                      "dropout draws each rank's masks from its own generator, so its bits "
+                      "depend on how the batch is split",
+                      "set model.dropout = 0 for batch-invariant runs");
+  }
+  if (!config.debug.precision_steps.empty()) {
+    throw ConfigError(key + " with " + where(config, "debug.precision_steps"),
+                      "a precision step re-executes the step batched, not one sequence at a time",
+                      "study precision in a run without debug.batch_invariant");
+  }
+  const BatchPlan plan = batch_plan(config.training, world_size);
+  const int64_t per_rank = plan.micro_batches * config.training.local_batch_size;
+  if (world_size > 1 && (per_rank & (per_rank - 1)) != 0) {
+    throw ConfigError(
+        key + " with " + where(config, "training.global_batch_size"),
+        fmt::format("each of the {} ranks holds {} sequences of the step; with several ranks "
+                    "that must be a power of two, so that a rank's partial sum is a subtree of "
+                    "the global batch's pairwise tree",
+                    world_size, per_rank),
+        "choose global_batch_size = ranks x a power of two (or local_batch_size so)");
+  }
+}
+
 BatchPlan batch_plan(const TrainingConfig& t, int64_t data_parallel) {
   BatchPlan plan;
   const int64_t per_micro_batch = t.local_batch_size * data_parallel;

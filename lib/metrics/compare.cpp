@@ -40,12 +40,14 @@ std::vector<HeaderDifference> header_differences(const FingerprintFile& a,
   return out;
 }
 
-std::vector<ConfigKeyDifference> config_file_differences(const std::string& path_a,
-                                                         const std::string& path_b) {
+// The two runs' config.toml differences, and whether both ran with debug.batch_invariant.
+void compare_config_files(Comparison& c) {
   Config ca, cb;
-  apply_toml_file(ca, path_a);
-  apply_toml_file(cb, path_b);
-  return config_differences(ca, cb);
+  apply_toml_file(ca, *c.a.config);
+  apply_toml_file(cb, *c.b.config);
+  c.config_keys = config_differences(ca, cb);
+  c.both_batch_invariant = ca.debug.batch_invariant && cb.debug.batch_invariant;
+  c.configs_compared = true;
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -249,8 +251,7 @@ Comparison compare_runs(const std::string& run_a, const std::string& run_b,
     nb = read_numerics_log(*c.b.numerics);
   }
   if (c.a.config && c.b.config) {
-    c.config_keys = config_file_differences(*c.a.config, *c.b.config);
-    c.configs_compared = true;
+    compare_config_files(c);
   }
   c.header = header_differences(fa, fb);
   c.steps_a = static_cast<int64_t>(fa.steps.size());

@@ -63,6 +63,8 @@ struct Comparison {
   std::vector<HeaderDifference> header;
   bool configs_compared = false;
   std::vector<ConfigKeyDifference> config_keys;
+  // Both config.toml say debug.batch_invariant: threads, ranks and micro-batches cannot part them.
+  bool both_batch_invariant = false;
   int64_t steps_a = 0, steps_b = 0, common_steps = 0;
   std::optional<double> tolerance;
   bool identical = false;  // every field of every common step bitwise equal

@@ -59,8 +59,9 @@ void append_field(std::string& out, const FieldDifference& d) {
 
 void append_result(std::string& out, const Comparison& c) {
   if (c.identical) {
-    out += fmt::format("result: identical: every field of the {} common steps is bitwise equal\n",
-                       c.common_steps);
+    out += fmt::format(
+        "result: bitwise identical: every field of the {} common steps is bitwise equal\n",
+        c.common_steps);
     return;
   }
   const auto& first = *c.first_difference;
@@ -186,7 +187,14 @@ std::string format_comparison_text(const Comparison& c) {
         "SwiGLU, RMSNorm and AdamW kernels\n";
   else
     out += "header differences (fingerprint.log):\n";
-  for (const auto& h : c.header) out += fmt::format("  {}: A {} | B {}\n", h.key, h.a, h.b);
+  for (const auto& h : c.header) {
+    // Under batch invariance these only say how the same arithmetic was spread out.
+    const bool spread = h.key == "cpu_threads" || h.key == "world_size" || h.key == "comm_numerics";
+    out += fmt::format("  {}: A {} | B {}{}\n", h.key, h.a, h.b,
+                       spread && c.both_batch_invariant
+                           ? "  (both runs batch-invariant: not a cause of differences)"
+                           : "");
+  }
   if (!c.configs_compared) {
     out += "config.toml: not compared (needs one beside each fingerprint.log)\n";
   } else if (!c.config_keys.empty()) {

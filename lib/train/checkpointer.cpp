@@ -91,15 +91,30 @@ void Checkpointer::resume_from(int64_t step, StartPoint& start) {
   const std::string path = folder_ + "/" + checkpoint_folder_name(step);
   const auto load_start = std::chrono::steady_clock::now();
   const int64_t ranks = group_.size();
-  const CheckpointContents c = load_checkpoint(path, group_.rank());
-  if (!c.model_only && c.world_size != ranks) {
+  // A global data order has one position for all ranks: each takes rank 0's state.
+  const bool invariant = config_.debug.batch_invariant;
+  const CheckpointContents c = load_checkpoint(path, invariant ? 0 : group_.rank());
+  if (!c.model_only && invariant != c.global_data_order && (c.world_size > 1 || ranks > 1)) {
+    throw ConfigError(
+        path,
+        fmt::format("saved {} debug.batch_invariant, which this run has {}: its data position "
+                    "is {}",
+                    c.global_data_order ? "with" : "without", invariant ? "on" : "off",
+                    c.global_data_order ? "one global position, not each rank's own"
+                                        : "each rank's own, not one global position"),
+        fmt::format("resume with debug.batch_invariant = {}, or start a new run from its weights "
+                    "with checkpoint.initial_load_path = \"{}\"",
+                    c.global_data_order ? "true" : "false", path));
+  }
+  if (!c.model_only && c.world_size != ranks && !(invariant && c.global_data_order)) {
     throw ConfigError(path,
                       fmt::format("saved by {} {}, but this run has {}: the data position and "
                                   "RNG state of each rank cannot be split or merged",
                                   c.world_size, c.world_size == 1 ? "process" : "ranks", ranks),
                       fmt::format("resume with {} processes, or start a new run (another "
                                   "job.dump_folder) from its weights with "
-                                  "checkpoint.initial_load_path = \"{}\"",
+                                  "checkpoint.initial_load_path = \"{}\" (runs with "
+                                  "debug.batch_invariant resume on any number of ranks)",
                                   c.world_size, path));
   }
   check_parameters_match(*model_, c.model, path,
@@ -211,6 +226,7 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
   }
   contents.other_rank_states = std::move(other_rank_states);
   contents.world_size = group_.size();
+  contents.global_data_order = config_.debug.batch_invariant;
   contents.step = step;
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);

@@ -5,13 +5,15 @@
 #include <chrono>
 #include <memory>
 
+#include "train/pairwise_sum.h"
+#include "util/error.h"
 #include "util/stopwatch.h"
 
 namespace titan {
 
 GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tensor>& params,
-                                 int64_t bucket_bytes)
-    : group_(group), params_(params) {
+                                 int64_t bucket_bytes, bool rank_ordered)
+    : group_(group), params_(params), rank_ordered_(rank_ordered) {
   int64_t bytes = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (buckets_.empty() || bytes >= bucket_bytes) {
@@ -27,6 +29,12 @@ GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tens
 void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
   const auto start = SteadyClock::now();
   const std::string what = fmt::format("the gradient all-reduce of step {}", step);
+  if (rank_ordered_) {
+    reduce_in_rank_order(loss_sum, what);
+    total_seconds_ += seconds_since(start);
+    ++reductions_;
+    return;
+  }
   std::vector<at::Tensor> flat;
   std::vector<std::unique_ptr<PendingCollective>> pending;
   for (const auto& bucket : buckets_) {
@@ -59,6 +67,39 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
   }
   total_seconds_ += seconds_since(start);
   ++reductions_;
+}
+
+void GradientReducer::reduce_in_rank_order(at::Tensor& loss_sum, const std::string& what) {
+  const int64_t world = group_.size(), rank = group_.rank();
+  std::vector<at::Tensor> pieces;
+  for (const auto& p : params_) {
+    if (p.scalar_type() != at::kFloat) {
+      throw RuntimeFailure("batch-invariant gradient sums need float32 parameters",
+                           "keep the parameters in float32 (training.mixed_precision_param)");
+    }
+    pieces.push_back(p.grad().defined() ? p.grad().reshape({-1}) : at::zeros({p.numel()}));
+  }
+  // Every rank's bits in its own row; the integer sum over ranks adds only zeros to them.
+  at::Tensor rows = at::zeros({world, bytes_ / 4}, at::kInt);  // (world, gradient elements)
+  rows[rank].copy_(at::cat(pieces).view(at::kInt));
+  at::Tensor losses = at::zeros({world}, at::kLong);
+  losses[rank].copy_(loss_sum.cpu().to(at::kDouble).reshape({}).view(at::kLong));
+  auto pending_rows = group_.start_all_reduce_sum(rows, what);
+  auto pending_losses = group_.start_all_reduce_sum(losses, what);
+  pending_rows->wait();
+  pending_losses->wait();
+  PairwiseSum sum;
+  for (int64_t r = 0; r < world; ++r) {
+    sum.push({rows[r].view(at::kFloat).clone(), losses[r].view(at::kDouble).clone()});
+  }
+  std::vector<at::Tensor> total = sum.collapse();
+  loss_sum = total[1].reshape({}).to(loss_sum.device());
+  int64_t offset = 0;
+  for (auto& param : params_) {
+    const int64_t n = param.numel();
+    param.mutable_grad() = total[0].narrow(0, offset, n).view(param.sizes()).clone();
+    offset += n;
+  }
 }
 
 }  // namespace titan

@@ -3,6 +3,11 @@
 // global mean), in buckets of about `bucket_bytes`, all in flight together. Not overlapped with
 // the backward: on CPU the ranks' compute already takes every core, so there is little to hide
 // it behind (README, data parallelism: measured share of the step).
+//
+// Rank-ordered (debug.batch_invariant): each rank's gradients are its node of the global batch's
+// pairwise tree; every rank gathers all nodes bit for bit (an integer sum of their bits, each
+// rank's row zero elsewhere) and adds them in the same PairwiseSum, so the result is that of one
+// process summing every sequence. It holds world x the gradients' bytes while it runs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,7 +25,7 @@ class GradientReducer {
   // Requires: `params` in the same order on every rank (the model's parameter order), `group`
   // outlives the reducer.
   GradientReducer(ProcessGroup& group, const std::vector<at::Tensor>& params,
-                  int64_t bucket_bytes = int64_t{25} << 20);
+                  int64_t bucket_bytes = int64_t{25} << 20, bool rank_ordered = false);
 
   // Sums every parameter's gradient over the ranks, in place (a parameter without a gradient
   // counts as zeros), and the scalar `loss_sum`. Throws RuntimeFailure naming a rank that is gone.
@@ -34,7 +39,10 @@ class GradientReducer {
 
  private:
   ProcessGroup& group_;
+  void reduce_in_rank_order(at::Tensor& loss_sum, const std::string& what);
+
   std::vector<at::Tensor> params_;
+  bool rank_ordered_ = false;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices, in order
   int64_t bytes_ = 0;
   double total_seconds_ = 0;

@@ -100,6 +100,7 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   // Only the device's index is chosen here; CUDA is first used after the determinism settings.
   c.device = resolve_device(c.config.training.device, c.world);
   check_precision_steps(c.config, c.world.world_size, c.device.is_cuda());
+  check_batch_invariant(c.config, c.world.world_size, c.device.is_cuda());
   const GroupBackend backend =
       choose_backend(c.config.comm.backend, c.world.world_size, c.device, nccl_compiled_in());
   auto& threads = c.config.training.cpu_threads;

@@ -33,8 +33,12 @@ RunParts::RunParts(const RunContext& run_context)
   ProcessGroup& group = *context.process_group;
   check_memory(args, config, plan.micro_batches, context.device);
   source = make_token_source(t, context.determinism.seed, t.seq_len + 1, args.vocab_size);
-  loader = std::make_unique<DataLoader>(source, t.local_batch_size, t.seq_len, group.rank(),
-                                        group.size());
+  // Batch-invariant runs read the one global sequence of windows on every rank (each rank keeps
+  // its own part of a step's): the position is then the same on all ranks and any world size.
+  const bool global_order = config.debug.batch_invariant;
+  loader = std::make_unique<DataLoader>(source, t.local_batch_size, t.seq_len,
+                                        global_order ? 0 : group.rank(),
+                                        global_order ? 1 : group.size());
   model = Transformer(args);
   model->to(context.device);
   model->init_weights();
@@ -57,7 +61,11 @@ RunParts::RunParts(const RunContext& run_context)
   if (!config.debug.precision_steps.empty())
     precision = std::make_unique<PrecisionProbe>(config, args, step_options);
   token_flops = flops_per_token(args, t.seq_len);
-  if (group.size() > 1) reducer = std::make_unique<GradientReducer>(group, params);
+  step_options.batch_invariant = config.debug.batch_invariant;
+  if (group.size() > 1) {
+    reducer = std::make_unique<GradientReducer>(group, params, int64_t{25} << 20,
+                                                config.debug.batch_invariant);
+  }
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer);
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);

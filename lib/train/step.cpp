@@ -7,6 +7,7 @@
 #include <string>
 
 #include "optim/optimizer.h"
+#include "train/pairwise_sum.h"
 #include "util/autocast.h"
 #include "util/error.h"
 
@@ -51,6 +52,49 @@ auto in_phase(const char* phase, const StepOptions& options, Fn fn) -> decltype(
   }
 }
 
+// Sequence b of `batch` as a batch of its own: (1, T).
+Batch one_sequence(const Batch& batch, int64_t b) {
+  Batch one;
+  one.inputs = batch.inputs.narrow(0, b, 1);
+  one.labels = batch.labels.narrow(0, b, 1);
+  return one;
+}
+
+// Each parameter's gradient, taken out of the parameter (zeros for one without), and the loss.
+std::vector<at::Tensor> take_gradients(const std::vector<at::Tensor>& params, at::Tensor loss) {
+  std::vector<at::Tensor> parts;
+  parts.reserve(params.size() + 1);
+  for (const auto& p : params) {
+    at::Tensor& grad = const_cast<at::Tensor&>(p).mutable_grad();
+    parts.push_back(grad.defined() ? grad : at::zeros_like(p));
+    grad = at::Tensor();
+  }
+  parts.push_back(std::move(loss));
+  return parts;
+}
+
+// Forward and backward of every sequence alone, in order: each row's arithmetic is then that of
+// a (1, T) batch whatever the split, and the sums over rows are those of the pairwise tree over
+// the sequences. Leaves this rank's node in the parameters' gradients; returns its loss.
+at::Tensor backward_sequences_pairwise(Transformer& model, const std::vector<at::Tensor>& params,
+                                       const std::vector<Batch>& micro_batches, double tokens,
+                                       const StepOptions& options) {
+  PairwiseSum sum;
+  for (const auto& batch : micro_batches) {
+    for (int64_t b = 0; b < batch.inputs.size(0); ++b) {
+      at::Tensor loss = in_phase("forward", options, [&] {
+        return micro_batch_loss(model, one_sequence(batch, b), tokens, options);
+      });
+      in_phase("backward", options, [&] { loss.backward(); });
+      sum.push(take_gradients(params, loss.detach().to(at::kDouble)));
+    }
+  }
+  std::vector<at::Tensor> node = sum.collapse();
+  for (size_t i = 0; i < params.size(); ++i)
+    const_cast<at::Tensor&>(params[i]).mutable_grad() = node[i];
+  return node.back();
+}
+
 }  // namespace
 
 at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
@@ -82,11 +126,15 @@ StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
   const double tokens = tokens_in_step(micro_batches, options.data_parallel);
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
-  for (const auto& batch : micro_batches) {
-    at::Tensor loss = in_phase("forward", options,
-                               [&] { return micro_batch_loss(model, batch, tokens, options); });
-    in_phase("backward", options, [&] { loss.backward(); });
-    loss_sum += loss.detach().to(at::kDouble);
+  if (options.batch_invariant) {
+    loss_sum = backward_sequences_pairwise(model, params, micro_batches, tokens, options);
+  } else {
+    for (const auto& batch : micro_batches) {
+      at::Tensor loss = in_phase("forward", options,
+                                 [&] { return micro_batch_loss(model, batch, tokens, options); });
+      in_phase("backward", options, [&] { loss.backward(); });
+      loss_sum += loss.detach().to(at::kDouble);
+    }
   }
   if (options.reduce_gradients) {
     in_phase("gradient all-reduce", options, [&] { options.reduce_gradients(loss_sum); });

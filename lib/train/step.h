@@ -37,6 +37,9 @@ struct StepOptions {
   // Called after the last backward, before clipping (the numerics trace reads the gradients).
   std::function<void()> before_clip;
   int64_t step = 0;  // for messages
+  // One sequence per forward and backward, their gradients and losses summed in a PairwiseSum
+  // over the sequences (debug.batch_invariant); reduce_gradients then gets this rank's node.
+  bool batch_invariant = false;
 };
 
 // Summed cross-entropy of logits (B, T, V) against labels (B, T), in `dtype`.

@@ -103,9 +103,7 @@ StepResult Trainer::train_step() {
   std::optional<Snapshot> before;
   if (parts_.rerun && parts_.rerun->keeps_state_before(step))
     before = parts_.rerun->keep_state(*this);
-  std::vector<Batch> micro_batches;
-  for (int64_t i = 0; i < parts_.plan.micro_batches; ++i)
-    micro_batches.push_back(parts_.loader->next());
+  std::vector<Batch> micro_batches = draw_micro_batches();
   std::optional<PrecisionProbe::KeptState> precision_before;
   if (parts_.precision && parts_.precision->probes(step))
     precision_before = parts_.precision->keep_state(parts_.model);
@@ -139,6 +137,23 @@ StepResult Trainer::train_step() {
   outputs_.write_fingerprint(step, result.loss, result.grad_norm, result.lr, tokens_seen_,
                              checksum);
   return result;
+}
+
+std::vector<Batch> Trainer::draw_micro_batches() {
+  const int64_t count = parts_.plan.micro_batches;
+  std::vector<Batch> mine;
+  if (!config_.debug.batch_invariant) {
+    for (int64_t i = 0; i < count; ++i) mine.push_back(parts_.loader->next());
+    return mine;
+  }
+  // The step's global batch is the next world x count batches of the one global sequence; rank
+  // r's part is the r-th run of `count` of them, so its sequences are contiguous.
+  const int64_t rank = ctx_.process_group->rank(), world = ctx_.process_group->size();
+  for (int64_t i = 0; i < world * count; ++i) {
+    Batch batch = parts_.loader->next();
+    if (i / count == rank) mine.push_back(std::move(batch));
+  }
+  return mine;
 }
 
 TrainState Trainer::state() const {

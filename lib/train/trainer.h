@@ -56,6 +56,9 @@ class Trainer : public StepReplay {
   // After step 1 collectives wait comm.train_timeout_seconds instead of the init timeout.
   void adopt_train_timeout();
   void log_step(const StepResult& result, double seconds_since_log, int64_t steps_since_log);
+  // This rank's micro-batches of the next step (under debug.batch_invariant, its contiguous part
+  // of the step's global batch).
+  std::vector<Batch> draw_micro_batches();
   // Whether step `step` is logged (step 1, every metrics.log_freq steps, the last).
   bool logs_step(int64_t step) const;
   // Whether TensorBoard gets step `step`'s histograms (metrics.histogram_freq).
