@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch_torch.h"
+#include "config/config.h"
 #include "metrics/fingerprint_reader.h"
 #include "test_ranks.h"
 #include "test_util.h"
@@ -216,6 +217,14 @@ TEST_CASE("batch invariance: what cannot be made invariant is refused at start, 
     CHECK_THAT(r.output, Catch::Contains(c.message));
     CHECK_FALSE(std::filesystem::exists(dir + "/run"));
   }
+  // CUDA (no GPU here: the check itself, as build_run_context calls it).
+  Config config;
+  config.debug.batch_invariant = true;
+  CHECK_NOTHROW(check_batch_invariant(config, 1, false));
+  CHECK_THROWS_WITH(check_batch_invariant(config, 1, true),
+                    Catch::Contains("batch-invariant training runs on CPU only for now"));
+  config.debug.batch_invariant = false;
+  CHECK_NOTHROW(check_batch_invariant(config, 1, true));
 }
 
 }  // namespace titan
