@@ -213,6 +213,23 @@ TEST_CASE("rerun: a batch of one repeated token is a spike, and its documents ar
   CHECK_FALSE(std::filesystem::exists(dir + "/out/rerun/step12.txt"));
 }
 
+TEST_CASE("rerun: a planted link where the reports go is refused at start, before any output",
+          "[rerun][hostile]") {
+  const std::string dir = test::temp_dir("rerun_link");
+  std::filesystem::create_directories(dir + "/run");
+  std::filesystem::create_directory_symlink(dir, dir + "/run/rerun");
+  auto r = test::run_titan(test::tiny_run(dir + "/run", 2, "--debug.rerun_on nan"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("rerun: is a symbolic link"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/run/fingerprint.log"));
+  // Armed without a link: the folder is there from the start, empty until a trigger fires.
+  auto armed = test::run_titan(test::tiny_run(dir + "/plain", 2, "--debug.rerun_on nan"));
+  REQUIRE(armed.exit_code == 0);
+  CHECK(std::filesystem::is_directory(dir + "/plain/rerun"));
+  CHECK(std::filesystem::is_empty(dir + "/plain/rerun"));
+}
+
 TEST_CASE("rerun: the keys parse from TOML and flags, and bad values name the key",
           "[rerun][config]") {
   Config c;

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "config/loader.h"
+#include "train/rerun_check.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stopwatch.h"
@@ -110,6 +111,9 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   // Precision steps write their reports there: a planted link is refused now, not mid-run.
   if (!context.config.debug.precision_steps.empty())
     make_output_folder(folder + "/precision", FolderLink::kRefuse);
+  // So do the rerun check's, whenever a trigger fires.
+  if (RerunCheck::armed(context.config.debug))
+    make_output_folder(folder + "/rerun", FolderLink::kRefuse);
   if (rank == 0) {
     write_file_atomically(folder + "/config.toml", to_toml(context.config));
     metrics_ = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", resume_step);
