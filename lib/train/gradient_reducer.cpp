@@ -31,10 +31,14 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
   const std::string what = fmt::format("the gradient all-reduce of step {}", step);
   if (rank_ordered_) {
     reduce_in_rank_order(loss_sum, what);
-    total_seconds_ += seconds_since(start);
-    ++reductions_;
-    return;
+  } else {
+    reduce_in_buckets(loss_sum, what);
   }
+  total_seconds_ += seconds_since(start);
+  ++reductions_;
+}
+
+void GradientReducer::reduce_in_buckets(at::Tensor& loss_sum, const std::string& what) {
   std::vector<at::Tensor> flat;
   std::vector<std::unique_ptr<PendingCollective>> pending;
   for (const auto& bucket : buckets_) {
@@ -65,8 +69,6 @@ void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
       offset += n;
     }
   }
-  total_seconds_ += seconds_since(start);
-  ++reductions_;
 }
 
 void GradientReducer::reduce_in_rank_order(at::Tensor& loss_sum, const std::string& what) {

@@ -39,6 +39,7 @@ class GradientReducer {
 
  private:
   ProcessGroup& group_;
+  void reduce_in_buckets(at::Tensor& loss_sum, const std::string& what);
   void reduce_in_rank_order(at::Tensor& loss_sum, const std::string& what);
 
   std::vector<at::Tensor> params_;

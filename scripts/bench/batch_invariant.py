@@ -17,10 +17,9 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import tempfile
 
-from data_parallel import ROOT, free_port, spread
+from data_parallel import ROOT, run_ranks, spread
 
 STEPS, WARMUP = 10, 2
 VARIANTS = [("normal", ["--training.local_batch_size", "{batch}"]),
@@ -37,20 +36,7 @@ def run(folder, ranks, flags, extra):
            "--training.device", "cpu", "--activation_checkpoint.mode", "none",
            "--debug.seed", "1", "--job.dump_folder", folder]
     cmd += [f.format(batch=4 // ranks) for f in flags] + extra
-    port = free_port()
-    procs = []
-    for rank in range(ranks):
-        env = dict(os.environ)
-        if ranks > 1:
-            env.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
-                       LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port))
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate()[0] for p in procs]
-    for p, out in zip(procs, outputs):
-        if p.returncode != 0:
-            raise SystemExit(f"titan-train failed ({p.returncode}):\n{out[-3000:]}")
+    outputs = run_ranks(cmd, ranks)
     with open(os.path.join(folder, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     step_s = statistics.median(r["step_time_s"] for r in rows if r["step"] > WARMUP)

@@ -30,13 +30,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(folder, ranks, extra):
-    cmd = [os.path.join(ROOT, "build", "titan-train"), "--config",
-           os.path.join(ROOT, "configs", "debug_model.toml"), "--training.seq_len", "512",
-           "--training.local_batch_size", "4", "--training.steps", str(STEPS),
-           "--metrics.log_freq", "1", "--training.device", "cpu",
-           "--activation_checkpoint.mode", "none", "--debug.seed", "1",
-           "--job.dump_folder", folder] + extra
+def run_ranks(cmd, ranks):
+    """Runs `cmd` as `ranks` processes with torchrun's variables (one process: none); exits
+    naming the failure unless all succeed. Returns each rank's output."""
     port = free_port()
     procs = []
     for rank in range(ranks):
@@ -51,6 +47,17 @@ def run(folder, ranks, extra):
     for p, out in zip(procs, outputs):
         if p.returncode != 0:
             raise SystemExit(f"titan-train failed ({p.returncode}):\n{out[-3000:]}")
+    return outputs
+
+
+def run(folder, ranks, extra):
+    cmd = [os.path.join(ROOT, "build", "titan-train"), "--config",
+           os.path.join(ROOT, "configs", "debug_model.toml"), "--training.seq_len", "512",
+           "--training.local_batch_size", "4", "--training.steps", str(STEPS),
+           "--metrics.log_freq", "1", "--training.device", "cpu",
+           "--activation_checkpoint.mode", "none", "--debug.seed", "1",
+           "--job.dump_folder", folder] + extra
+    outputs = run_ranks(cmd, ranks)
     with open(os.path.join(folder, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     per_rank = statistics.median(r["tps"] for r in rows if r["step"] > WARMUP)
