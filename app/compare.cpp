@@ -7,7 +7,7 @@
 #include <optional>
 #include <ostream>
 
-#include "metrics/compare.h"
+#include "analysis/compare.h"
 #include "util/error.h"
 
 namespace titan {

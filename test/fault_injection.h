@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "train/numerics_trace.h"
+#include "instruments/numerics_trace.h"
 
 namespace titan::test {
 

@@ -17,7 +17,7 @@
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 #include "test_util.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "util/error.h"
 #include "util/hash.h"
 

@@ -15,10 +15,10 @@
 
 #include "catch_torch.h"
 #include "config/config.h"
-#include "metrics/fingerprint_reader.h"
+#include "analysis/fingerprint_reader.h"
 #include "test_ranks.h"
 #include "test_util.h"
-#include "train/pairwise_sum.h"
+#include "step/pairwise_sum.h"
 
 namespace titan {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "catch_torch.h"
 #include "distributed/world.h"
-#include "metrics/fingerprint_reader.h"
+#include "analysis/fingerprint_reader.h"
 #include "test_ranks.h"
 #include "test_util.h"
 

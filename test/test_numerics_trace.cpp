@@ -8,7 +8,7 @@
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "fault_injection.h"
-#include "metrics/compare.h"
+#include "analysis/compare.h"
 #include "metrics/numerics_log.h"
 #include "test_util.h"
 #include "train/trainer.h"

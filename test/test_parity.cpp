@@ -24,7 +24,7 @@
 #include "optim/optimizer.h"
 #include "reference_state.h"
 #include "test_util.h"
-#include "train/step.h"
+#include "step/step.h"
 
 using namespace titan;
 using titan::test::ReferenceState;

@@ -13,7 +13,7 @@
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 #include "test_util.h"
-#include "train/precision_probe.h"
+#include "instruments/precision_probe.h"
 #include "train/trainer.h"
 #include "util/cpu_features.h"
 

@@ -8,7 +8,7 @@
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "fault_injection.h"
-#include "metrics/fingerprint_reader.h"
+#include "analysis/fingerprint_reader.h"
 #include "test_util.h"
 #include "train/trainer.h"
 #include "util/error.h"

@@ -5,6 +5,9 @@
 #include <string>
 
 #include "catch_torch.h"
+#include "metrics/fingerprint.h"
+#include "metrics/metrics.h"
+#include "metrics/numerics_log.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/safetensors.h"
 #include "test_util.h"
@@ -134,13 +137,13 @@ TEST_CASE("files: a resumed log keeps the header and the steps up to the checkpo
   const std::string path = dir + "/log";
   test::write_text(path,
                    "old header\nstep 1 a\nstep 2 b\nx of 2\nend step 2\nstep 3 c\nstep 4 partial");
-  rewrite_log_through_step(path, "new header\n", 2);
+  rewrite_log_through_step(path, "new header\n", 2, numerics_line_step);
   CHECK(test::read_text(path) == "new header\nstep 1 a\nstep 2 b\nx of 2\nend step 2\n");
   test::write_text(path, "{\"step\": 1, \"loss\": 2}\n{\"step\": 10, \"loss\": 1}\n");
-  rewrite_log_through_step(path, "", 9);
+  rewrite_log_through_step(path, "", 9, jsonl_line_step);
   CHECK(test::read_text(path) == "{\"step\": 1, \"loss\": 2}\n");
-  rewrite_log_through_step(path, "fresh\n", 0);
+  rewrite_log_through_step(path, "fresh\n", 0, jsonl_line_step);
   CHECK(test::read_text(path) == "fresh\n");
-  rewrite_log_through_step(dir + "/missing", "h\n", 5);
+  rewrite_log_through_step(dir + "/missing", "h\n", 5, fingerprint_line_step);
   CHECK(test::read_text(dir + "/missing") == "h\n");
 }

@@ -9,8 +9,8 @@
 #include "catch_torch.h"
 #include "metrics/tfevents.h"
 #include "test_util.h"
-#include "train/layer_norms.h"
-#include "train/layer_window.h"
+#include "instruments/layer_norms.h"
+#include "instruments/layer_window.h"
 
 using namespace titan;
 namespace fs = std::filesystem;

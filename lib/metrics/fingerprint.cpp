@@ -24,9 +24,11 @@ uint64_t config_hash(const Config& config) {
   return hash_bytes(text.data(), text.size());
 }
 
+int64_t fingerprint_line_step(const std::string& line) { return step_after_prefix(line, "step "); }
+
 std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   const auto& d = header.determinism;
-  std::string out = "# titan-train fingerprint v1: diff two of these to compare runs bit for bit\n";
+  std::string out = std::string(kFingerprintMagic) + ": diff two of these to compare runs bit for bit\n";
   out += fmt::format("titan_train_version {}\n", TITAN_VERSION);
   out += fmt::format("libtorch_version {}\n", TORCH_VERSION);
   out += fmt::format("device {} \"{}\"\n", header.device_type, header.device_name);
@@ -64,7 +66,7 @@ namespace {
 // run's is truncated and gets the header through the LineFile (a failing disk fails there).
 const std::string& prepared(const std::string& path, const std::string& header,
                             int64_t resume_step) {
-  if (resume_step > 0) rewrite_log_through_step(path, header, resume_step);
+  if (resume_step > 0) rewrite_log_through_step(path, header, resume_step, fingerprint_line_step);
   return path;
 }
 

@@ -45,6 +45,12 @@ struct FingerprintHeader {
   std::string comm_numerics;
 };
 
+// The first line of every fingerprint.log starts with this.
+constexpr const char* kFingerprintMagic = "# titan-train fingerprint v1";
+
+// fingerprint.log's rule for cutting back on resume (LineStepRule): "step S ..." starts step S.
+int64_t fingerprint_line_step(const std::string& line);
+
 class FingerprintLog {
  public:
   // Writes the header to `path`, followed (for a run resumed after step `resume_step` > 0) by the

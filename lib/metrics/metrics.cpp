@@ -17,6 +17,8 @@ std::string json_number(double v) {
 
 }  // namespace
 
+int64_t jsonl_line_step(const std::string& line) { return step_after_prefix(line, "{\"step\": "); }
+
 std::string format_console_line(const StepMetrics& m) {
   return fmt::format(
       "step: {:2}  loss: {:8.5f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {}  "
@@ -48,7 +50,7 @@ std::string format_json_line(const StepMetrics& m) {
 namespace {
 
 const std::string& prepared(const std::string& path, int64_t resume_step) {
-  if (resume_step > 0) rewrite_log_through_step(path, "", resume_step);
+  if (resume_step > 0) rewrite_log_through_step(path, "", resume_step, jsonl_line_step);
   return path;
 }
 

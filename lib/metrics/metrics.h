@@ -53,6 +53,10 @@ std::string format_console_line(const StepMetrics& m);
 // "update_ratio": ...}, "0": {...}, ...}.
 std::string format_json_line(const StepMetrics& m);
 
+// metrics.jsonl's rule for cutting back on resume (LineStepRule): each line is its step's,
+// '{"step": S, ...}'.
+int64_t jsonl_line_step(const std::string& line);
+
 // metrics.jsonl: one whole line per logged step (see LineFile).
 class JsonlWriter {
  public:

@@ -32,6 +32,9 @@
 
 namespace titan {
 
+// The first line of every numerics.log starts with this.
+constexpr const char* kNumericsMagic = "# titan-train numerics v1";
+
 // Checksum (tensors_checksum of the one tensor) and statistics in double, computed in a fixed
 // order on one thread so that equal bits give equal text at any thread count.
 struct TensorStats {
@@ -74,23 +77,15 @@ struct NumericsStep {
   std::vector<NumericsEntry> gradients;  // backward order
 };
 
-struct NumericsLogFile {
-  std::string path;
-  std::string level;  // "blocks" or "ops"
-  int64_t freq = 1;
-  std::vector<NumericsStep> steps;
-};
-
 // The file's text: its header, and one step's lines ("step N micro M" before each micro-batch's
 // entries, "step N grads" before the gradients when there are any, "end step N"), op lines only
 // `with_ops`. Formatting a parsed step gives back its lines.
 std::string numerics_header(const std::string& level, int64_t freq);
 std::string format_numerics_step(const NumericsStep& step, bool with_ops);
 
-// Parses numerics.log text. Throws ConfigError naming "<path>:<line>" for anything malformed,
-// including a file cut short (a step without its "end step" line, a last line without newline).
-NumericsLogFile parse_numerics_log(const std::string& text, const std::string& path);
-NumericsLogFile read_numerics_log(const std::string& path);
+// numerics.log's rule for cutting back on resume (LineStepRule): "step S micro M", "step S
+// grads" and "end step S" belong to step S, the entry lines to the step of the line before.
+int64_t numerics_line_step(const std::string& line);
 
 // "fwd layers.1", "op layers.1 #12 aten::mm", "grad output.weight" (micro-batch appended when > 0).
 std::string describe_entry(const NumericsEntry& e);

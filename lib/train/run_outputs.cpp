@@ -7,7 +7,7 @@
 #include <ostream>
 
 #include "config/loader.h"
-#include "train/rerun_check.h"
+#include "instruments/rerun_check.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stopwatch.h"

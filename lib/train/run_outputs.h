@@ -12,7 +12,7 @@
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
 #include "metrics/tensorboard.h"
-#include "train/numerics_trace.h"
+#include "instruments/numerics_trace.h"
 #include "train/run_context.h"
 #include "util/run_lock.h"
 

@@ -21,12 +21,12 @@
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpointer.h"
-#include "train/gradient_reducer.h"
-#include "train/numerics_trace.h"
-#include "train/precision_probe.h"
-#include "train/rerun_check.h"
+#include "step/gradient_reducer.h"
+#include "instruments/numerics_trace.h"
+#include "instruments/precision_probe.h"
+#include "instruments/rerun_check.h"
 #include "train/run_context.h"
-#include "train/step.h"
+#include "step/step.h"
 
 namespace titan {
 

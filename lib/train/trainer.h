@@ -13,12 +13,12 @@
 #include "checkpoint/snapshot.h"
 #include "checkpoint/train_state.h"
 #include "metrics/device_stats.h"
-#include "train/layer_norms.h"
-#include "train/rerun_check.h"
+#include "instruments/layer_norms.h"
+#include "instruments/rerun_check.h"
 #include "train/run_log.h"
 #include "train/run_outputs.h"
 #include "train/run_parts.h"
-#include "train/step.h"
+#include "step/step.h"
 
 namespace titan {
 

@@ -219,24 +219,16 @@ void LineFile::append(const std::string& bytes) {
   size_ += static_cast<long long>(bytes.size());
 }
 
-namespace {
-
-// The step a log line starts, or -1 for a line that continues the previous one's.
-int64_t step_starting(const std::string& line) {
-  for (const char* prefix : {"step ", "end step ", "{\"step\": "}) {
-    const size_t n = std::strlen(prefix);
-    if (line.compare(0, n, prefix) != 0) continue;
-    char* end = nullptr;
-    const long long step = std::strtoll(line.c_str() + n, &end, 10);
-    if (end != line.c_str() + n) return step;
-  }
-  return -1;
+int64_t step_after_prefix(const std::string& line, const char* prefix) {
+  const size_t n = std::strlen(prefix);
+  if (line.compare(0, n, prefix) != 0) return -1;
+  char* end = nullptr;
+  const long long step = std::strtoll(line.c_str() + n, &end, 10);
+  return end != line.c_str() + n && step >= 0 ? step : -1;
 }
 
-}  // namespace
-
 void rewrite_log_through_step(const std::string& path, const std::string& header,
-                              int64_t last_step) {
+                              int64_t last_step, const LineStepRule& step_of_line) {
   check_output_target(path);  // a planted link is refused before it is read
   std::string kept = header;
   if (last_step > 0) {
@@ -250,7 +242,7 @@ void rewrite_log_through_step(const std::string& path, const std::string& header
     for (size_t begin = 0, end; (end = old.find('\n', begin)) != std::string::npos;
          begin = end + 1) {
       const std::string line = old.substr(begin, end - begin + 1);
-      const int64_t starts = step_starting(line);
+      const int64_t starts = step_of_line(line);
       if (starts >= 0) step = starts;
       if (step >= 1 && step <= last_step) kept += line;
     }

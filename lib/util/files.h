@@ -90,14 +90,21 @@ class LineFile {
   long long size_ = 0;  // bytes of complete lines written so far
 };
 
+// The step a line of a log starts, or -1 for a line that continues the step of the line before
+// it. Each log format has its own rule (lib/metrics: fingerprint.log, numerics.log,
+// metrics.jsonl).
+using LineStepRule = std::function<int64_t(const std::string& line)>;
+
+// The number right after `prefix` at the start of `line` ("step 12 ..." with "step "), or -1.
+int64_t step_after_prefix(const std::string& line, const char* prefix);
+
 // Prepares the line log `path` for a run that continues from step `last_step` (0: a fresh run):
-// the file becomes `header` followed by the old file's lines of steps 1..last_step, written
-// atomically; the run then appends to it (LineFile kAppend). A line starting with "step S",
-// "end step S" or "{\"step\": S" belongs to step S, any other line to the step of the line
-// before it (0 before the first: the old header, replaced); an unterminated last line (a kill
-// mid-write) is dropped. A missing file counts as empty.
+// the file becomes `header` followed by the old file's lines of steps 1..last_step, as
+// `step_of_line` assigns lines to steps (lines before the first step are the old header,
+// replaced), written atomically; the run then appends to it (LineFile kAppend). An unterminated
+// last line (a kill mid-write) is dropped. A missing file counts as empty.
 void rewrite_log_through_step(const std::string& path, const std::string& header,
-                              int64_t last_step);
+                              int64_t last_step, const LineStepRule& step_of_line);
 
 // Flushes a folder's entries (a file renamed into it) to disk. Throws RuntimeFailure.
 void fsync_folder(const std::string& path);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/schema.h"
-#include "metrics/numerics_log.h"
+#include "analysis/numerics_reader.h"
 
 namespace titan {
 

@@ -1,4 +1,4 @@
-#include "metrics/compare.h"
+#include "analysis/compare.h"
 
 #include <fmt/format.h>
 
@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 #include "config/loader.h"
+#include "config/run_folder.h"
 #include "config/schema.h"
-#include "metrics/fingerprint_reader.h"
+#include "analysis/fingerprint_reader.h"
 #include "util/error.h"
 
 namespace titan {
@@ -20,10 +20,9 @@ namespace fs = std::filesystem;
 
 constexpr size_t kLossGrowthRows = 10;
 
-std::optional<std::string> sibling(const fs::path& folder, const char* name) {
-  const fs::path p = folder / name;
+std::optional<std::string> existing(const std::string& path) {
   std::error_code ec;
-  if (fs::is_regular_file(p, ec)) return p.string();
+  if (fs::is_regular_file(path, ec)) return path;
   return std::nullopt;
 }
 
@@ -181,32 +180,30 @@ RunFiles locate_run(const std::string& arg) {
   RunFiles run;
   run.arg = arg;
   std::error_code ec;
-  fs::path folder;
+  std::optional<int64_t> rank;
+  std::string folder;
   if (fs::is_directory(arg, ec)) {
     folder = arg;
-    run.fingerprint = (folder / "fingerprint.log").string();
+    rank = 0;
+    run.fingerprint = RunFolder(folder).file(RunFile::kFingerprint);
   } else {
     run.fingerprint = arg;
-    folder = fs::path(arg).parent_path();
+    folder = fs::path(arg).parent_path().string();
     if (folder.empty()) folder = ".";
+    // Files beside a fingerprint.log given by name belong to the same run, and beside rank N's
+    // fingerprint.rank<N>.log so do config.toml (one per run) and numerics.rank<N>.log; beside
+    // another file name they may not.
+    rank = rank_of_copy(RunFile::kFingerprint, fs::path(arg).filename().string());
   }
   if (!fs::is_regular_file(run.fingerprint, ec)) {
     throw ConfigError(arg,
                       fs::exists(arg, ec) ? "has no fingerprint.log" : "no such file or folder",
                       "pass a run's dump folder (job.dump_folder) or its fingerprint.log");
   }
-  // Files beside a fingerprint.log given by name belong to the same run, and beside rank N's
-  // fingerprint.rank<N>.log so do config.toml (one per run) and numerics.rank<N>.log; beside
-  // another file name they may not.
-  const std::string name = fs::path(run.fingerprint).filename().string();
-  std::smatch rank;
-  if (name == "fingerprint.log") {
-    run.config = sibling(folder, "config.toml");
-    run.numerics = sibling(folder, "numerics.log");
-  } else if (std::regex_match(name, rank, std::regex(R"(fingerprint\.rank(\d+)\.log)"))) {
-    run.config = sibling(folder, "config.toml");
-    const std::string numerics = "numerics.rank" + rank[1].str() + ".log";
-    run.numerics = sibling(folder, numerics.c_str());
+  if (rank) {
+    const RunFolder files(folder);
+    run.config = existing(files.file(RunFile::kConfig));
+    run.numerics = existing(files.file(RunFile::kNumerics, *rank));
   }
   return run;
 }

@@ -1,4 +1,4 @@
-#include "train/pairwise_sum.h"
+#include "step/pairwise_sum.h"
 
 #include <stdexcept>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "train/step.h"
+#include "step/step.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "optim/optimizer.h"
-#include "train/pairwise_sum.h"
+#include "step/pairwise_sum.h"
 #include "util/autocast.h"
 #include "util/error.h"
 

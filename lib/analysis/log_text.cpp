@@ -1,4 +1,4 @@
-#include "metrics/log_text.h"
+#include "analysis/log_text.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/layer_norms.h"
+#include "instruments/layer_norms.h"
 
 #include <cmath>
 

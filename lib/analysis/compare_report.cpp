@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "metrics/compare.h"
+#include "analysis/compare.h"
 
 namespace titan {
 namespace {

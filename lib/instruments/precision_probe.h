@@ -24,9 +24,9 @@
 #include "data/loader.h"
 #include "determinism/rng_state.h"
 #include "model/llama.h"
-#include "train/numerics_trace.h"
-#include "train/precision_report.h"
-#include "train/step.h"
+#include "instruments/numerics_trace.h"
+#include "instruments/precision_report.h"
+#include "step/step.h"
 
 namespace titan {
 

@@ -20,9 +20,9 @@
 
 #include "config/config.h"
 #include "data/loader.h"
-#include "metrics/compare.h"
+#include "analysis/compare.h"
 #include "metrics/numerics_log.h"
-#include "train/layer_window.h"
+#include "instruments/layer_window.h"
 
 namespace titan {
 

@@ -1,4 +1,4 @@
-#include "train/rerun.h"
+#include "instruments/rerun.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/numerics_trace.h"
+#include "instruments/numerics_trace.h"
 
 #include <ATen/record_function.h>
 #include <fmt/format.h>
@@ -44,7 +44,7 @@ NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level
 void NumericsTracer::open(const std::string& path, int64_t resume_step) {
   const std::string header = numerics_header(to_string(level_), freq_);
   if (resume_step > 0) {
-    rewrite_log_through_step(path, header, resume_step);
+    rewrite_log_through_step(path, header, resume_step, numerics_line_step);
     file_ = std::make_unique<LineFile>(path, LineFile::Mode::kAppend);
   } else {
     file_ = std::make_unique<LineFile>(path, LineFile::Mode::kTruncate);

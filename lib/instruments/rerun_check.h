@@ -13,8 +13,8 @@
 #include "checkpoint/snapshot.h"
 #include "config/config.h"
 #include "data/loader.h"
-#include "train/rerun.h"
-#include "train/step.h"
+#include "instruments/rerun.h"
+#include "step/step.h"
 
 namespace titan {
 

@@ -1,4 +1,4 @@
-#include "train/precision_report.h"
+#include "instruments/precision_report.h"
 
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>

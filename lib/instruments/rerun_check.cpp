@@ -1,4 +1,4 @@
-#include "train/rerun_check.h"
+#include "instruments/rerun_check.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/layer_window.h"
+#include "instruments/layer_window.h"
 
 #include <fmt/format.h>
 

@@ -1,13 +1,12 @@
-#include "metrics/fingerprint_reader.h"
+#include "analysis/fingerprint_reader.h"
 
 #include <fmt/format.h>
 
-#include "metrics/log_text.h"
+#include "analysis/log_text.h"
+#include "metrics/fingerprint.h"
 
 namespace titan {
 namespace {
-
-constexpr const char* kMagic = "# titan-train fingerprint v1";
 
 // Keys FingerprintLog::format_header writes, in order.
 const std::vector<std::string>& header_keys() {
@@ -59,10 +58,10 @@ FingerprintFile parse_fingerprint_log(const std::string& text, const std::string
   FingerprintFile file;
   file.path = path;
   const auto lines = split_log_lines(text, path);
-  if (lines.empty() || lines[0].text.rfind(kMagic, 0) != 0) {
+  if (lines.empty() || lines[0].text.rfind(kFingerprintMagic, 0) != 0) {
     throw_bad_line(path, 1,
                    lines.empty() ? std::string("empty file")
-                                 : fmt::format("not a fingerprint.log (expected \"{}\")", kMagic),
+                                 : fmt::format("not a fingerprint.log (expected \"{}\")", kFingerprintMagic),
                    "pass a dump folder or the fingerprint.log a titan-train run wrote");
   }
   size_t i = 1;

@@ -1,4 +1,4 @@
-#include "train/precision_probe.h"
+#include "instruments/precision_probe.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>

@@ -1,11 +1,11 @@
-#include "train/gradient_reducer.h"
+#include "step/gradient_reducer.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <memory>
 
-#include "train/pairwise_sum.h"
+#include "step/pairwise_sum.h"
 #include "util/error.h"
 #include "util/stopwatch.h"
 
