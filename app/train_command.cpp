@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <iostream>
 #include <ostream>
 
 #include "config/loader.h"
@@ -32,7 +33,9 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
       break;
   }
   install_stop_signal_handlers();
-  Run::open(request.config, out)->train();
+  RunContextOptions options;
+  options.errors = &std::cerr;
+  Run::open(request.config, out, options)->train();
   return kExitOk;
 }
 

@@ -9,15 +9,15 @@
 #include <sstream>
 
 #include "ac/apply.h"
-#include "ac/checkpoint.h"
+#include "ac/recompute.h"
 #include "ac/recompute_check.h"
 #include "catch_torch.h"
 #include "model/causal_attention.h"
 #include "model/llama.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
-#include "test_util.h"
 #include "step/step.h"
+#include "test_util.h"
 #include "util/error.h"
 #include "util/hash.h"
 
@@ -153,16 +153,16 @@ TEST_CASE("ac: a recompute that changes a shape is caught by the default check, 
   auto weight = at::randn({8, 8}).requires_grad_();
   int calls = 0;
   // Test-only block: the recomputation (second call) drops the last row before the matmul.
-  ac::BlockFn block = [&calls, weight](const at::Tensor& x) {
+  BlockFunction block = [&calls, weight](const at::Tensor& x) {
     auto rows = ++calls == 1 ? x.size(0) : x.size(0) - 1;
     return at::mm(x.narrow(0, 0, rows), weight).tanh();
   };
-  ac::CheckpointOptions options;
+  ac::RecomputeOptions options;
   options.block_name = "layers.7";
   options.debug = true;
   options.debug_dir = dir;
   auto x = at::randn({4, 8}).requires_grad_();
-  auto out = ac::checkpoint(block, x, options);
+  auto out = ac::run_recomputed(block, x, options);
   try {
     out.sum().backward();
     FAIL("no mismatch reported");

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fingerprint_reader.h"
 #include "catch_torch.h"
 #include "config/config.h"
-#include "analysis/fingerprint_reader.h"
+#include "step/pairwise_sum.h"
 #include "test_ranks.h"
 #include "test_util.h"
-#include "step/pairwise_sum.h"
 
 namespace titan {
 namespace {
@@ -207,7 +207,6 @@ TEST_CASE("batch invariance: what cannot be made invariant is refused at start, 
        "debug.batch_invariant with training.global_batch_size: each of the 2 ranks holds 3 "
        "sequences"},
       {"", "--model.dropout 0.1", "debug.batch_invariant with model.dropout"},
-      {"", "--debug.precision_steps 1", "debug.batch_invariant with debug.precision_steps"},
   };
   for (const auto& c : cases) {
     auto r = test::run_titan_env(

@@ -8,7 +8,7 @@
 #include <regex>
 #include <sstream>
 
-#include "ac/checkpoint.h"
+#include "ac/recompute.h"
 #include "catch_torch.h"
 #include "determinism/rng_state.h"
 #include "test_util.h"
@@ -48,12 +48,12 @@ DropoutRun dropout_block(bool ac, bool preserve_rng, RecomputeCheck check) {
   auto cuda = c10::Device(c10::kCUDA, 0);
   auto w = at::randn({64, 64}, at::TensorOptions(cuda)).requires_grad_();
   auto x = at::randn({32, 64}, at::TensorOptions(cuda)).requires_grad_();
-  ac::BlockFn block = [w](const at::Tensor& in) { return at::dropout(at::mm(in, w), 0.5, true); };
-  ac::CheckpointOptions options;
+  BlockFunction block = [w](const at::Tensor& in) { return at::dropout(at::mm(in, w), 0.5, true); };
+  ac::RecomputeOptions options;
   options.block_name = "layers.0";
   options.preserve_rng_state = preserve_rng;
   options.check = check;
-  auto out = ac ? ac::checkpoint(block, x, options) : block(x);
+  auto out = ac ? ac::run_recomputed(block, x, options) : block(x);
   out.sum().backward();
   return {w.grad().clone(), cuda_generator_state()};
 }
@@ -114,12 +114,13 @@ TEST_CASE("cuda: an AC block recomputes under the forward's autocast (the dtype 
   auto cuda = at::TensorOptions(c10::Device(c10::kCUDA, 0));
   auto w = at::randn({16, 16}, cuda).requires_grad_();
   auto x = at::randn({8, 16}, cuda).requires_grad_();
-  ac::CheckpointOptions options;
+  ac::RecomputeOptions options;
   options.check = RecomputeCheck::kBitwise;
   at::Tensor out;
   {
     AutocastScope scope(c10::kCUDA, true, at::kBFloat16);
-    out = ac::checkpoint([w](const at::Tensor& in) { return at::mm(in, w).relu(); }, x, options);
+    out =
+        ac::run_recomputed([w](const at::Tensor& in) { return at::mm(in, w).relu(); }, x, options);
   }
   CHECK(out.scalar_type() == at::kBFloat16);
   // The backward runs outside the scope: a recomputation in float32 would differ in dtype.

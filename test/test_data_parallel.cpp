@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fingerprint_reader.h"
 #include "catch_torch.h"
 #include "distributed/world.h"
-#include "analysis/fingerprint_reader.h"
 #include "test_ranks.h"
 #include "test_util.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
@@ -71,10 +72,6 @@ std::vector<std::string> step_lines(const std::string& path) {
     if (line.rfind("step ", 0) == 0) lines.push_back(line);
   }
   return lines;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace

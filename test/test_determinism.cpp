@@ -252,6 +252,7 @@ TEST_CASE("determinism: a nondeterministic op under deterministic = true exits w
   // Other errors keep their own exit code.
   try {
     fail_on_nondeterministic_op(1, [] { throw RuntimeFailure("disk full"); });
+    FAIL("no error");
   } catch (...) {
     std::ostringstream err;
     CHECK(report_current_exception(err) == kExitRuntimeError);

@@ -5,10 +5,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "analysis/compare.h"
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "fault_injection.h"
-#include "analysis/compare.h"
+#include "instruments/numerics_trace.h"
 #include "metrics/numerics_log.h"
 #include "test_util.h"
 #include "train/trainer.h"
@@ -61,8 +62,9 @@ NumericsEntry op_entry(int64_t position, const std::string& op, uint64_t checksu
 // ulp up (ulps 1) at step 2.
 void train_perturbed(const std::string& dir, const std::string& level, int64_t layer, int ulps) {
   auto run = test::start_run(traced_config(dir, level));
-  REQUIRE(run->run->numerics_tracer() != nullptr);
-  run->run->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(2, layer, ulps));
+  REQUIRE(run->run->instrument<NumericsTracer>() != nullptr);
+  run->run->instrument<NumericsTracer>()->set_block_output_hook(
+      test::ulp_perturbation(2, layer, ulps));
   run->trainer->train();
 }
 

@@ -124,10 +124,7 @@ TEST_CASE("outputs: a failed write of fingerprint.log's header stops the run bef
           "[outputs]") {
   // A full disk: an 8 KiB tmpfs holds the lock and config.toml (a 4 KiB page each), and nothing
   // more. (titan-train refuses a link to /dev/full, the easier stand-in, as any planted link.)
-  if (::geteuid() != 0) {
-    WARN("skipped: mounting a small tmpfs needs root");
-    return;
-  }
+  if (::geteuid() != 0) TITAN_SKIP("SKIPPED: mounting a small tmpfs needs root");
   auto dir = test::temp_dir("full");
   REQUIRE(test::run_shell("mount -t tmpfs -o size=8k tmpfs " + dir + " 2>&1").exit_code == 0);
   auto r = test::run_titan(tiny_run(dir + "/run", 3));

@@ -23,8 +23,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "reference_state.h"
-#include "test_util.h"
 #include "step/step.h"
+#include "test_util.h"
 
 using namespace titan;
 using titan::test::ReferenceState;
@@ -178,14 +178,21 @@ TEST_CASE(
   options.max_norm = ref.number("max_norm");
   options.batch_invariant = batch_invariant;
   std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets"), {}}};
+  StepTarget target;
+  target.model = model;
+  target.params = params;
+  target.optimizer = optimizer.get();
 
   auto losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms"),
        lrs = ref.tensor("step_lrs");
   REQUIRE(losses.numel() == steps);
   double worst = 0;
   for (int64_t s = 1; s <= steps; ++s) {
-    auto r =
-        run_step(model, *optimizer, params, batch, opt_config.lr * schedule.factor(s), options);
+    StepRequest request;
+    request.step = s;
+    request.batches = &batch;
+    request.lr = opt_config.lr * schedule.factor(s);
+    auto r = run_step(target, options, request);
     const double expected = losses[s - 1].item<double>();
     worst = std::max(worst, std::abs(r.loss - expected) / expected);
     INFO("step " << s);

@@ -9,11 +9,11 @@
 
 #include "catch_torch.h"
 #include "fault_injection.h"
+#include "instruments/precision_probe.h"
 #include "model/causal_attention.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 #include "test_util.h"
-#include "instruments/precision_probe.h"
 #include "train/trainer.h"
 #include "util/cpu_features.h"
 
@@ -69,8 +69,8 @@ double json_field(const std::string& json, const std::string& object, const std:
 std::string train_and_read_report(const Config& config,
                                   std::shared_ptr<BlockOutputHook> hook = nullptr) {
   auto run = test::start_run(config);
-  REQUIRE(run->run->precision_probe() != nullptr);
-  if (hook) run->run->precision_probe()->set_block_output_hook(hook);
+  REQUIRE(run->run->instrument<PrecisionProbe>() != nullptr);
+  if (hook) run->run->instrument<PrecisionProbe>()->set_block_output_hook(hook);
   run->run->train();
   INFO(run->log.str());
   return test::read_text(config.job.dump_folder + "/precision/step2.json");
@@ -213,6 +213,32 @@ TEST_CASE(
   }
   CHECK(probed.output.find("the ten ops adding the most error") != std::string::npos);
   CHECK(probed.output.find("[titan] precision steps: ") != std::string::npos);
+}
+
+TEST_CASE(
+    "precision steps run under debug.batch_invariant: one sequence per forward, the re-execution "
+    "bitwise the run's step, and fingerprint.log unchanged",
+    "[precision][batch_invariant]") {
+  const std::string dir = test::temp_dir("precision_invariant");
+  const std::string common =
+      "--training.seq_len 32 --training.local_batch_size 2 --training.global_batch_size 4 "
+      "--debug.batch_invariant true";
+  auto plain = test::run_titan(test::tiny_run(dir + "/plain", 3, common));
+  REQUIRE(plain.exit_code == 0);
+  auto probed =
+      test::run_titan(test::tiny_run(dir + "/probed", 3, common + " --debug.precision_steps 2"));
+  INFO(probed.output);
+  REQUIRE(probed.exit_code == 0);
+  CHECK(test::read_text(dir + "/plain/fingerprint.log") ==
+        test::read_text(dir + "/probed/fingerprint.log"));
+  const std::string json = test::read_text(dir + "/probed/precision/step2.json");
+  CHECK(json.find("\"reexecution_bitwise\": true") != std::string::npos);
+  // Four sequences, each a forward of its own: "micro-batches" 0 to 3 in the report.
+  CHECK(json.find("\"micro_batch\": 3") != std::string::npos);
+  CHECK(json.find("\"micro_batch\": 4") == std::string::npos);
+  const auto ops = reported_ops(json);
+  REQUIRE(ops.size() > 20);
+  CHECK(max_added(ops) < 1e-6);
 }
 
 TEST_CASE("precision steps: grad_norm_accumulate float64 reports and clips with the exact norm",

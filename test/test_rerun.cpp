@@ -5,10 +5,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "analysis/fingerprint_reader.h"
 #include "catch_torch.h"
 #include "config/loader.h"
 #include "fault_injection.h"
-#include "analysis/fingerprint_reader.h"
+#include "instruments/numerics_trace.h"
 #include "test_util.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -56,7 +57,7 @@ TEST_CASE("rerun: an infinity planted in layers.1 at step 3 is reproducible, its
     c.activation_checkpoint.mode = mode;
     c.activation_checkpoint.determinism_check = RecomputeCheck::kBitwise;
     auto run = test::start_run(c);
-    run->run->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 1));
+    run->run->instrument<NumericsTracer>()->set_block_output_hook(test::infinity_fault(3, 1));
     const std::string error = train_error(*run);
     INFO("AC " << to_string(mode) << "\n" << run->log.str());
     CHECK_THAT(error, Catch::Contains("step 3") && Catch::Contains("reproducible") &&
@@ -83,7 +84,8 @@ TEST_CASE("rerun: a one-shot perturbation of a traced step is not reproducible, 
   Config c = rerun_config(dir);
   c.debug.rerun_steps = {3};
   auto run = test::start_run(c);
-  run->run->numerics_tracer()->set_block_output_hook(test::ulp_perturbation(3, 0, 1, true));
+  run->run->instrument<NumericsTracer>()->set_block_output_hook(
+      test::ulp_perturbation(3, 0, 1, true));
   CHECK(train_error(*run).empty());
   const std::string report = report_of(dir, 3);
   CHECK_THAT(report, Catch::Contains("outcome: not reproducible\n") &&
@@ -103,7 +105,7 @@ TEST_CASE("rerun: a one-shot infinity under rerun_on nan is transient, and conti
   c.debug.rerun_on = RerunOn::kNan;
   c.debug.rerun_action = RerunAction::kContinue;
   auto run = test::start_run(c);
-  run->run->numerics_tracer()->set_block_output_hook(test::infinity_fault(3, 0, true));
+  run->run->instrument<NumericsTracer>()->set_block_output_hook(test::infinity_fault(3, 0, true));
   CHECK(train_error(*run).empty());  // the rerun's finite result was kept
   const std::string report = report_of(dir, 3);
   CHECK_THAT(report, Catch::Contains("outcome: not reproducible\n") &&
@@ -157,10 +159,10 @@ TEST_CASE("rerun: skip leaves the parameters and the optimizer state as before t
   auto run = test::start_run(c);
   run->trainer->train_step();
   run->trainer->train_step();
-  Snapshot before = run->trainer->snapshot();
-  StepResult skipped = run->trainer->train_step();
+  Snapshot before = run->trainer->engine().snapshot();
+  StepOutcome skipped = run->trainer->train_step();
   CHECK(skipped.skipped);
-  Snapshot after = run->trainer->snapshot();
+  Snapshot after = run->trainer->engine().snapshot();
   CHECK(after.state.step == 3);
   CHECK_FALSE(after.state.loader == before.state.loader);  // its batch was consumed
   REQUIRE(after.module_tensors.size() == before.module_tensors.size());

@@ -5,11 +5,11 @@
 #include <string>
 
 #include "catch_torch.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/safetensors.h"
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
 #include "metrics/numerics_log.h"
-#include "checkpoint/checkpoint_io.h"
-#include "checkpoint/safetensors.h"
 #include "test_util.h"
 #include "util/files.h"
 #include "util/hash.h"

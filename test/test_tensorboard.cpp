@@ -7,10 +7,10 @@
 #include <string>
 
 #include "catch_torch.h"
-#include "metrics/tfevents.h"
-#include "test_util.h"
 #include "instruments/layer_norms.h"
 #include "instruments/layer_window.h"
+#include "metrics/tfevents.h"
+#include "test_util.h"
 
 using namespace titan;
 namespace fs = std::filesystem;

@@ -85,7 +85,7 @@ TEST_CASE("train: gradient accumulation over 2 micro-batches matches one batch o
     c.training.local_batch_size = local;
     c.training.global_batch_size = global;
     auto in_process = test::start_run(c);
-    std::vector<StepResult> steps;
+    std::vector<StepOutcome> steps;
     for (int i = 0; i < 3; ++i) steps.push_back(in_process->trainer->train_step());
     return std::make_pair(steps, in_process->log.str());
   };
@@ -157,10 +157,8 @@ TEST_CASE("train: a non-finite loss stops the run with exit 1 naming the step", 
 }
 
 TEST_CASE("train: device cuda without CUDA is a config error before any work", "[train][cli]") {
-  if (torch::cuda::is_available()) {
-    WARN("skipped: CUDA is available here, so device = \"cuda\" is not an error");
-    return;
-  }
+  if (torch::cuda::is_available())
+    TITAN_SKIP("SKIPPED: CUDA is available here, so device = \"cuda\" is not an error");
   auto r = test::run_titan(
       "--model.flavor tiny --training.steps 1 --training.seq_len 16 --training.device cuda "
       "--job.dump_folder " +

@@ -52,7 +52,7 @@ TEST_CASE("train_state: encoding round-trips and equality sees every field", "[t
   auto run = test::start_run(snapshot_config("state_codec", AcMode::kNone));
   run->trainer->train_step();
   run->trainer->train_step();
-  TrainState state = run->trainer->state();
+  TrainState state = run->trainer->engine().state();
   CHECK(state.step == 2);
   CHECK(state.tokens_seen == 2 * 2 * 32);
   CHECK(state.loader.offset + state.loader.doc_cursor > 0);
@@ -91,14 +91,15 @@ TEST_CASE("train_state: restoring a snapshot after step k repeats steps k+1..n b
   Config c = snapshot_config("snapshot", mode);
   auto run = test::start_run(c);
   Trainer& trainer = *run->trainer;
+  StepEngine& engine = trainer.engine();
   for (int i = 0; i < 3; ++i) trainer.train_step();
-  const Snapshot snapshot = trainer.snapshot();
+  const Snapshot snapshot = engine.snapshot();
   for (int i = 0; i < 4; ++i) trainer.train_step();  // steps 4..7
-  const TrainState after_first = trainer.state();
-  trainer.restore(snapshot);
-  CHECK(trainer.state() == snapshot.state);
+  const TrainState after_first = engine.state();
+  engine.restore(snapshot);
+  CHECK(engine.state() == snapshot.state);
   for (int i = 0; i < 4; ++i) trainer.train_step();  // steps 4..7 again
-  CHECK(trainer.state() == after_first);
+  CHECK(engine.state() == after_first);
 
   auto lines = step_lines(c.job.dump_folder);
   REQUIRE(lines.size() == 11);  // 1..7, then 4..7 again

@@ -19,7 +19,7 @@ std::vector<std::string> apply_activation_checkpointing(Transformer& model,
                                                         std::shared_ptr<OpTraceSink> trace_sink) {
   std::vector<std::string> names;
   for (int64_t layer : checkpointed_layers(config, model->args().n_layers)) {
-    CheckpointOptions options;
+    RecomputeOptions options;
     options.block_name = "layers." + std::to_string(layer);
     options.preserve_rng_state = config.preserve_rng_state;
     options.check = config.determinism_check;
@@ -27,7 +27,7 @@ std::vector<std::string> apply_activation_checkpointing(Transformer& model,
     options.debug_dir = debug_dir;
     options.trace_sink = trace_sink;
     model->set_block_runner(layer, [options](const BlockFunction& block, const at::Tensor& x) {
-      return checkpoint(block, x, options);
+      return run_recomputed(block, x, options);
     });
     names.push_back(options.block_name);
   }

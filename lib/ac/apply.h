@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ac/checkpoint.h"
+#include "ac/recompute.h"
 #include "config/config.h"
 #include "model/llama.h"
 
@@ -18,9 +18,9 @@ namespace titan::ac {
 std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
                                          int64_t n_layers);
 
-// Routes the chosen blocks of `model` through checkpoint() with the config's options, debug traces
-// going to `debug_dir` and each checked forward's ops to `trace_sink` (may be null). Returns the
-// wrapped blocks' names ("layers.1", ...).
+// Routes the chosen blocks of `model` through run_recomputed() with the config's options, debug
+// traces going to `debug_dir` and each checked forward's ops to `trace_sink` (may be null). Returns
+// the wrapped blocks' names ("layers.1", ...).
 std::vector<std::string> apply_activation_checkpointing(
     Transformer& model, const ActivationCheckpointConfig& config, const std::string& debug_dir = "",
     std::shared_ptr<OpTraceSink> trace_sink = nullptr);

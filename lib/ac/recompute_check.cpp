@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include "util/files.h"
 #include "util/strings.h"
@@ -114,10 +113,10 @@ RecomputeMismatch::RecomputeMismatch(std::string block, std::string finding, std
       debug_dir_(std::move(debug_dir)) {}
 
 RecomputeMismatch::RecomputeMismatch(const RecomputeMismatch& unnamed, int64_t step,
-                                     const std::string& hint)
+                                     const std::string& hint, const std::string& details)
     : CheckFailure(
           unnamed_message(fmt::format("step {}, block {}", step, unnamed.block_), unnamed.finding_),
-          hint),
+          hint, details),
       block_(unnamed.block_),
       finding_(unnamed.finding_),
       debug_(unnamed.debug_),
@@ -131,7 +130,6 @@ RecomputeMismatch RecomputeMismatch::at_step(int64_t step) const {
       fmt::format("# {} at step {}: ops of the original forward and of the recomputation\n", block_,
                   step) +
       traces_;
-  std::cerr << traces;
   std::string hint;
   if (!debug_dir_.empty()) {
     const std::string path = fmt::format("{}/step{}_{}.txt", debug_dir_, step, block_);
@@ -144,7 +142,7 @@ RecomputeMismatch RecomputeMismatch::at_step(int64_t step) const {
       hint = fmt::format("the op traces (above) could not be written: {}", e.what());
     }
   }
-  return RecomputeMismatch(*this, step, hint);
+  return RecomputeMismatch(*this, step, hint, traces);
 }
 
 }  // namespace titan::ac

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "ac/checkpoint.h"
 #include "ac/op_trace.h"
+#include "ac/recompute.h"
 
 namespace titan::ac {
 

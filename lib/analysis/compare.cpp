@@ -7,11 +7,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "analysis/fingerprint_reader.h"
 #include "config/loader.h"
 #include "config/run_folder.h"
 #include "config/schema.h"
-#include "analysis/fingerprint_reader.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 namespace titan {
 namespace {
@@ -48,8 +49,6 @@ void compare_config_files(Comparison& c) {
   c.both_batch_invariant = ca.debug.batch_invariant && cb.debug.batch_invariant;
   c.configs_compared = true;
 }
-
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 FieldDifference numeric_field(int64_t step, const char* field, double a, double b) {
   FieldDifference d;

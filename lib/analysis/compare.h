@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "config/schema.h"
 #include "analysis/numerics_reader.h"
+#include "config/schema.h"
 
 namespace titan {
 

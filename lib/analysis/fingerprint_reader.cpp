@@ -60,8 +60,9 @@ FingerprintFile parse_fingerprint_log(const std::string& text, const std::string
   const auto lines = split_log_lines(text, path);
   if (lines.empty() || lines[0].text.rfind(kFingerprintMagic, 0) != 0) {
     throw_bad_line(path, 1,
-                   lines.empty() ? std::string("empty file")
-                                 : fmt::format("not a fingerprint.log (expected \"{}\")", kFingerprintMagic),
+                   lines.empty()
+                       ? std::string("empty file")
+                       : fmt::format("not a fingerprint.log (expected \"{}\")", kFingerprintMagic),
                    "pass a dump folder or the fingerprint.log a titan-train run wrote");
   }
   size_t i = 1;

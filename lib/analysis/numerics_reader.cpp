@@ -62,7 +62,8 @@ class Parser {
 
   NumericsLogFile run(const std::vector<LogLine>& lines) {
     if (lines.empty() || lines[0].text.rfind(kNumericsMagic, 0) != 0) {
-      throw_bad_line(file_.path, 1, fmt::format("not a numerics.log (expected \"{}\")", kNumericsMagic),
+      throw_bad_line(file_.path, 1,
+                     fmt::format("not a numerics.log (expected \"{}\")", kNumericsMagic),
                      "pass the numerics.log a run wrote with debug.numerics_trace set");
     }
     for (size_t i = 1; i < lines.size(); ++i) parse_line(lines[i].number, lines[i].text);
@@ -158,7 +159,6 @@ class Parser {
   bool in_grads_ = false;
   int64_t micro_ = 0;
 };
-
 
 }  // namespace
 

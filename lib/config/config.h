@@ -150,10 +150,6 @@ struct Config {
   std::map<std::string, std::string> toml_locations;
 };
 
-// Where checkpoints go: checkpoint.folder as given when absolute (torchtitan's behaviour), else
-// under job.dump_folder (validate() refuses a relative folder that leaves it).
-std::string checkpoint_folder_path(const Config& config);
-
 // The data-parallel degree for a world of `world_size` processes: replicate x shard, a -1 filling
 // what the other degrees leave. Throws ConfigError naming the key (and its file:line:col) when
 // the degrees do not multiply to the world size, or global_batch_size does not divide.

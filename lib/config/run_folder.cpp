@@ -30,8 +30,7 @@ std::optional<int64_t> rank_of_copy(RunFile file, const std::string& name) {
       name.compare(name.size() - extension.size(), extension.size(), extension) != 0) {
     return std::nullopt;
   }
-  const std::string digits =
-      name.substr(stem.size(), name.size() - stem.size() - extension.size());
+  const std::string digits = name.substr(stem.size(), name.size() - stem.size() - extension.size());
   if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos ||
       digits[0] == '0') {
     return std::nullopt;
@@ -68,8 +67,8 @@ std::string RunFolder::subfolder(RunSubfolder folder) const {
 }
 
 FolderLink RunFolder::link_policy(RunSubfolder folder) const {
-  const bool users_own = folder == RunSubfolder::kCheckpoint &&
-                         std::filesystem::path(checkpoint_).is_absolute();
+  const bool users_own =
+      folder == RunSubfolder::kCheckpoint && std::filesystem::path(checkpoint_).is_absolute();
   return users_own ? FolderLink::kFollow : FolderLink::kRefuse;
 }
 

@@ -49,7 +49,9 @@ class RunFolder {
   // <dump_folder>/<name>, rank `rank`'s copy ("fingerprint.rank1.log").
   std::string file(RunFile file, int64_t rank = 0) const;
 
-  // The subfolder's path.
+  // The subfolder's path. Checkpoints go to checkpoint.folder as given when absolute
+  // (torchtitan's behaviour), else under job.dump_folder (validate() refuses a relative folder
+  // that leaves it).
   std::string subfolder(RunSubfolder folder) const;
   // Whether its last component may be a symbolic link: the user's own folders (an absolute
   // checkpoint.folder) may; the folders titan-train makes inside the dump folder may not.

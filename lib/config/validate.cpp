@@ -144,12 +144,6 @@ void check_parallelism(const Config& config) {
 
 }  // namespace
 
-std::string checkpoint_folder_path(const Config& config) {
-  const std::string& folder = config.checkpoint.folder;
-  if (std::filesystem::path(folder).is_absolute()) return folder;
-  return config.job.dump_folder + "/" + folder;
-}
-
 int64_t data_parallel_degree(const Config& config, int64_t world_size) {
   const ParallelismConfig& p = config.parallelism;
   const int64_t replicate = p.data_parallel_replicate_degree;
@@ -222,11 +216,6 @@ void check_batch_invariant(const Config& config, int64_t world_size, bool on_cud
                       "dropout draws each rank's masks from its own generator, so its bits "
                       "depend on how the batch is split",
                       "set model.dropout = 0 for batch-invariant runs");
-  }
-  if (!config.debug.precision_steps.empty()) {
-    throw ConfigError(key + " with " + where(config, "debug.precision_steps"),
-                      "a precision step re-executes the step batched, not one sequence at a time",
-                      "study precision in a run without debug.batch_invariant");
   }
   const BatchPlan plan = batch_plan(config.training, world_size);
   const int64_t per_rank = plan.micro_batches * config.training.local_batch_size;

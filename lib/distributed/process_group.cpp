@@ -122,4 +122,40 @@ std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const C
   throw std::logic_error("unhandled GroupBackend");
 }
 
+namespace {
+
+void append_part(std::string& out, const std::string& part) {
+  out += std::to_string(part.size()) + ":" + part;
+}
+
+std::string take_part(const std::string& in, size_t& at) {
+  const size_t colon = in.find(':', at);
+  if (colon == std::string::npos) throw std::invalid_argument("refusal: no length");
+  const size_t n = std::stoul(in.substr(at, colon - at));
+  if (colon + 1 + n > in.size()) throw std::invalid_argument("refusal: cut short");
+  at = colon + 1 + n;
+  return in.substr(colon + 1, n);
+}
+
+}  // namespace
+
+std::optional<RankRefusal> share_rank0_refusal(ProcessGroup& group, const std::string& key,
+                                               const std::optional<RankRefusal>& rank0) {
+  std::string encoded;
+  if (group.rank() == 0 && rank0) {
+    encoded = "refusal ";
+    append_part(encoded, rank0->where);
+    append_part(encoded, rank0->message);
+    append_part(encoded, rank0->hint);
+  }
+  if (group.size() > 1) encoded = group.broadcast(key, encoded);
+  if (encoded.empty()) return std::nullopt;
+  size_t at = std::string("refusal ").size();
+  RankRefusal r;
+  r.where = take_part(encoded, at);
+  r.message = take_part(encoded, at);
+  r.hint = take_part(encoded, at);
+  return r;
+}
+
 }  // namespace titan

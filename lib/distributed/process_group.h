@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,17 @@ class ProcessGroup {
   // after step 1; the init timeout before).
   virtual void set_timeout(std::chrono::seconds timeout) = 0;
 };
+
+// A refusal one rank met, carried to the others as a typed message: a ConfigError's three parts.
+struct RankRefusal {
+  std::string where, message, hint;
+};
+
+// Rank 0's refusal (`rank0`, ignored on other ranks), or none, on every rank: through the store
+// under `key`, each part length-prefixed (newlines and any bytes survive). Every rank must call it
+// with the same key.
+std::optional<RankRefusal> share_rank0_refusal(ProcessGroup& group, const std::string& key,
+                                               const std::optional<RankRefusal>& rank0);
 
 // Which group a run's processes form.
 enum class GroupBackend { kSingle, kGloo, kNccl };

@@ -1,5 +1,7 @@
 #include "instruments/layer_norms.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "util/stopwatch.h"
@@ -78,7 +80,16 @@ Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets)
   return h;
 }
 
-LayerNormMeter::LayerNormMeter(Transformer& model) {
+bool LayerNormSchedule::measures(int64_t step) const {
+  return every_step || histograms(step) || step == 1 || step % log_freq == 0 || step == steps;
+}
+
+bool LayerNormSchedule::histograms(int64_t step) const {
+  return histogram_freq > 0 && step % histogram_freq == 0;
+}
+
+LayerNorms::LayerNorms(const Transformer& model, const LayerNormSchedule& schedule)
+    : schedule_(schedule) {
   for (const auto& item : model->named_parameters()) {
     const std::string part = part_of(item.key());
     if (parts_.empty() || parts_.back().name != part) parts_.push_back(Part{part, {}, {}, 0});
@@ -86,10 +97,10 @@ LayerNormMeter::LayerNormMeter(Transformer& model) {
   }
 }
 
-void LayerNormMeter::begin(bool histograms) {
-  ScopedSeconds timed(seconds_);
+void LayerNorms::before_step(StepContext& context) {
+  ScopedSeconds timed(cost_.seconds);
   measuring_ = true;
-  with_histograms_ = histograms;
+  with_histograms_ = schedule_.histograms(context.step);
   histograms_.clear();
   at::NoGradGuard no_grad;
   for (Part& part : parts_) {
@@ -98,9 +109,9 @@ void LayerNormMeter::begin(bool histograms) {
   }
 }
 
-void LayerNormMeter::record_gradients() {
+void LayerNorms::gradients_ready(const StepRequest&) {
   if (!measuring_) return;
-  ScopedSeconds timed(seconds_);
+  ScopedSeconds timed(cost_.seconds);
   for (Part& part : parts_) {
     const std::vector<at::Tensor> grads = gradients(part.params);
     part.grad_norm = l2_norm(grads);
@@ -109,11 +120,11 @@ void LayerNormMeter::record_gradients() {
   }
 }
 
-std::vector<PartNorms> LayerNormMeter::end() {
-  ScopedSeconds timed(seconds_);
+void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
+  if (!measuring_) return;
+  ScopedSeconds timed(cost_.seconds);
   measuring_ = false;
-  ++steps_;
-  std::vector<PartNorms> out;
+  ++cost_.count;
   at::NoGradGuard no_grad;
   for (Part& part : parts_) {
     // The update, in place of the copy taken before the step (no second copy).
@@ -124,12 +135,19 @@ std::vector<PartNorms> LayerNormMeter::end() {
     n.grad_norm = part.grad_norm;
     n.weight_norm = l2_norm(part.params);
     n.update_norm = l2_norm(updates);
-    out.push_back(n);
+    outcome.layers.push_back(n);
     part.before.clear();
     if (with_histograms_)
       histograms_.push_back(histogram_value("layers/" + part.name + "/weights", part.params));
   }
-  return out;
+  outcome.histograms = std::move(histograms_);
+  histograms_.clear();
+}
+
+std::string LayerNorms::cost_line(const RunTotals& totals) const {
+  if (cost_.count == 0) return "";
+  return fmt::format("per-layer norms: {:.2f} ms a measured step ({} steps), {:.2f}% of the run",
+                     1e3 * cost_.per_count(), cost_.count, cost_.percent_of(totals.seconds));
 }
 
 }  // namespace titan

@@ -11,48 +11,56 @@
 #include <string>
 #include <vector>
 
+#include "instruments/instrument.h"
 #include "metrics/metrics.h"
 #include "metrics/tfevents.h"
 #include "model/llama.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 
-class LayerNormMeter {
+// The steps it measures: logged ones (metrics.jsonl and TensorBoard show the norms), those with
+// TensorBoard histograms (metrics.histogram_freq, on ranks that write event files), and every
+// step when the rerun check is armed (its report shows the window before a trigger).
+struct LayerNormSchedule {
+  int64_t log_freq = 10;
+  int64_t steps = 1;           // training.steps: the last step is logged
+  int64_t histogram_freq = 0;  // 0: none (or this rank writes no event files)
+  bool every_step = false;     // the rerun check is armed
+  bool measures(int64_t step) const;
+  bool histograms(int64_t step) const;
+};
+
+class LayerNorms : public Instrument {
  public:
   // Groups `model`'s parameters by part ("layers.3.attention.wq.weight" is part "3"). Requires:
-  // the model outlives the meter.
-  explicit LayerNormMeter(Transformer& model);
+  // the model outlives the instrument.
+  LayerNorms(const Transformer& model, const LayerNormSchedule& schedule);
 
-  // Call in this order around one step: begin before it (copies the weights), record_gradients
-  // after its last backward and gradient reduction, before clipping, and end after the optimizer.
-  // With `histograms`, the step's weight and gradient histograms are kept too.
-  void begin(bool histograms);
-  void record_gradients();
-  // The parts' norms, in model order. Requires: begin and record_gradients called for the step.
-  std::vector<PartNorms> end();
-
-  // After end() of a step begun with histograms: "layers/<part>/weights" and
-  // "layers/<part>/grads" for each part.
-  const std::vector<SummaryValue>& histograms() const { return histograms_; }
-
-  bool measuring() const { return measuring_; }
-  // Time spent in begin, record_gradients and end since construction, and the steps ended.
-  double seconds() const { return seconds_; }
-  int64_t steps() const { return steps_; }
+  const char* name() const override { return "per-layer norms"; }
+  bool wants_step(int64_t step) const override { return schedule_.measures(step); }
+  // Copies the weights (the update is their change).
+  void before_step(StepContext& context) override;
+  // The gradients' norms, after the sum over ranks, before clipping.
+  void gradients_ready(const StepRequest& request) override;
+  // The parts' norms into outcome.layers, in model order (and the histograms, at their steps:
+  // "layers/<part>/weights" and "layers/<part>/grads" for each part).
+  void step_finished(const StepRequest& request, StepOutcome& outcome) override;
+  std::string cost_line(const RunTotals& totals) const override;
 
  private:
   struct Part {
     std::string name;
     std::vector<at::Tensor> params;
-    std::vector<at::Tensor> before;  // the weights at begin(), then (end) minus the weights after
+    std::vector<at::Tensor> before;  // the weights at before_step, then minus the weights after
     double grad_norm = 0;
   };
+  LayerNormSchedule schedule_;
   std::vector<Part> parts_;
-  std::vector<SummaryValue> histograms_;
   bool measuring_ = false;
   bool with_histograms_ = false;
-  double seconds_ = 0;
-  int64_t steps_ = 0;
+  std::vector<SummaryValue> histograms_;
+  CostMeter cost_;  // measured steps and their time
 };
 
 // A histogram of `values` (any dtype, flattened, in float64) in `buckets` equal-width buckets

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "instruments/rerun.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -39,7 +40,30 @@ OpOutput op_output(const ac::OutputMeta& m) {
 
 }  // namespace
 
-NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq) : level_(level), freq_(freq) {}
+NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq, std::set<int64_t> op_steps)
+    : level_(level), freq_(freq), op_steps_(std::move(op_steps)) {}
+
+void NumericsTracer::step_starting(const StepRequest& request) {
+  const bool again = trace_next_;
+  trace_next_ = false;
+  captured_ = again || op_steps_.count(request.step) > 0;
+  begin_step(request.step, captured_, !again);
+}
+
+void NumericsTracer::gradients_ready(const StepRequest&) {
+  if (tracing_) record_gradients();
+}
+
+void NumericsTracer::step_finished(const StepRequest&, StepOutcome& outcome) {
+  std::optional<NumericsStep> record = end_step();
+  if (captured_) outcome.numerics = std::move(record);
+}
+
+std::string NumericsTracer::describe() const {
+  if (!writes_log()) return "";
+  return fmt::format("numerics trace: {} every {} steps into numerics.log", to_string(level_),
+                     freq_);
+}
 
 void NumericsTracer::open(const std::string& path, int64_t resume_step) {
   const std::string header = numerics_header(to_string(level_), freq_);
@@ -133,18 +157,19 @@ std::optional<NumericsStep> NumericsTracer::end_step() {
   return std::move(record_);
 }
 
-std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_t freq,
-                                                     Transformer& model, bool for_reruns) {
-  if (level == NumericsTrace::kNone && !for_reruns) return nullptr;
-  auto tracer = std::make_shared<NumericsTracer>(level, freq);
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model) {
+  if (debug.numerics_trace == NumericsTrace::kNone && !rerun_armed(debug)) return nullptr;
+  auto tracer = std::make_shared<NumericsTracer>(
+      debug.numerics_trace, debug.numerics_freq,
+      std::set<int64_t>(debug.rerun_steps.begin(), debug.rerun_steps.end()));
   tracer->attach(model);
   model->set_forward_observer(tracer);
   return tracer;
 }
 
-void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder, int64_t resume_step,
+void open_numerics_log(NumericsTracer* tracer, const RunFolder& folder, int64_t resume_step,
                        int64_t rank) {
-  const std::string path = dump_folder + "/" + rank_file_name("numerics.log", rank);
+  const std::string path = folder.file(RunFile::kNumerics, rank);
   if (tracer && tracer->writes_log()) return tracer->open(path, resume_step);
   std::error_code ec;
   std::filesystem::remove(path, ec);

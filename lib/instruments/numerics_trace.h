@@ -7,22 +7,26 @@
 // checker's op tracer (lib/ac/op_trace.h), a checksum and max abs per op output. Steps not traced
 // cost one branch per stage.
 //
-// A step is recorded as a NumericsStep (numbers, not text); the text exists only in the file.
-// The rerun check (lib/train/rerun.h) also asks for op-level records of single steps, whatever
-// numerics.log records (or whether it is written at all). With activation checkpointing and its
-// recompute checker, a checked block's ops come from the checker's forward trace: the tracer is
-// the checker's ac::OpTraceSink.
+// A step is recorded as a NumericsStep (numbers, not text), handed on in the step's outcome; the
+// text exists only in the file. The rerun check (instruments/rerun_check.h) also asks for
+// op-level records of single executions, whatever numerics.log records (or whether it is written
+// at all): the steps listed in debug.rerun_steps, and its re-executions (trace_next_execution).
+// With activation checkpointing and its recompute checker, a checked block's ops come from the
+// checker's forward trace: the tracer is the checker's ac::OpTraceSink.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ac/checkpoint.h"
 #include "ac/op_trace.h"
+#include "ac/recompute.h"
+#include "config/run_folder.h"
+#include "instruments/instrument.h"
 #include "metrics/numerics_log.h"
 #include "model/llama.h"
 #include "util/files.h"
@@ -39,12 +43,29 @@ class BlockOutputHook {
   virtual void on_block_output(int64_t step, int64_t layer, at::Tensor& output) = 0;
 };
 
-class NumericsTracer : public ForwardObserver, public ac::OpTraceSink {
+class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpTraceSink {
  public:
-  // `level` is what numerics.log records (kNone: no file, records for the rerun check only).
+  // `level` is what numerics.log records (kNone: no file, records for the rerun check only);
+  // `op_steps` are the run's steps recorded at op level whatever the level (debug.rerun_steps).
   // Writes nothing until open().
-  NumericsTracer(NumericsTrace level, int64_t freq);
+  NumericsTracer(NumericsTrace level, int64_t freq, std::set<int64_t> op_steps = {});
   ~NumericsTracer() override;
+
+  // Instrument: every step (a step it does not trace costs one branch per stage); the run's own
+  // steps are recorded as numerics.log's level says, its re-executions as trace_next_execution
+  // asks.
+  const char* name() const override { return "numerics trace"; }
+  bool wants_step(int64_t) const override { return true; }
+  void step_starting(const StepRequest& request) override;
+  void gradients_ready(const StepRequest& request) override;
+  // The op-level record of an execution recorded for the rerun check (op_steps, or
+  // trace_next_execution) goes into outcome.numerics.
+  void step_finished(const StepRequest& request, StepOutcome& outcome) override;
+  std::string describe() const override;  // "" when numerics.log is not written
+
+  // The next execution it observes is recorded at op level and writes nothing to numerics.log
+  // (a re-execution of a step).
+  void trace_next_execution() { trace_next_ = true; }
 
   // Observes `model`'s forwards and remembers its parameters for the gradients.
   void attach(Transformer& model);
@@ -79,6 +100,9 @@ class NumericsTracer : public ForwardObserver, public ac::OpTraceSink {
 
   NumericsTrace level_;
   int64_t freq_;
+  std::set<int64_t> op_steps_;
+  bool trace_next_ = false;
+  bool captured_ = false;           // this execution's op-level record goes into its outcome
   bool logging_ = false;            // this step goes to numerics.log
   bool ops_ = false;                // this step records ops
   std::unique_ptr<LineFile> file_;  // numerics.log, whole lines (null until open())
@@ -91,15 +115,14 @@ class NumericsTracer : public ForwardObserver, public ac::OpTraceSink {
   std::shared_ptr<BlockOutputHook> hook_;
 };
 
-// The tracer `level` asks for, attached to `model`; null for "none" unless `for_reruns` (the
-// rerun check needs op traces). Touches no file.
-std::shared_ptr<NumericsTracer> make_numerics_tracer(NumericsTrace level, int64_t freq,
-                                                     Transformer& model, bool for_reruns = false);
+// The tracer debug.numerics_trace asks for, attached to `model`; null for "none" unless the rerun
+// check is armed (it needs op traces). Touches no file.
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model);
 
-// Opens <dump_folder>/numerics.log (numerics.rank<N>.log for rank N > 0) for `tracer`, or, when
-// it is null or records nothing, removes one an earlier run left there (compare would read it as
-// this run's). Call with the outputs.
-void open_numerics_log(NumericsTracer* tracer, const std::string& dump_folder,
-                       int64_t resume_step = 0, int64_t rank = 0);
+// Opens the run's numerics.log (numerics.rank<N>.log for rank N > 0) for `tracer`, or, when it is
+// null or records nothing, removes one an earlier run left there (compare would read it as this
+// run's). Call with the outputs.
+void open_numerics_log(NumericsTracer* tracer, const RunFolder& folder, int64_t resume_step = 0,
+                       int64_t rank = 0);
 
 }  // namespace titan

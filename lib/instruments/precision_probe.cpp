@@ -28,8 +28,6 @@ bool holds_reals(const at::Tensor& t) {
   return t.defined() && (t.is_floating_point() || t.is_complex());
 }
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
 std::string shape_of(const at::Tensor& t) {
   std::string out = "[";
   for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
@@ -37,13 +35,13 @@ std::string shape_of(const at::Tensor& t) {
 }
 
 // Observes a model copy's forwards: every block's top-level ops (inputs and outputs kept), each
-// micro-batch separately, and micro-batch 0's block outputs and logits.
-class ExecutionRecorder : public ForwardObserver {
+// forward (micro-batch) separately, and the first forward's block outputs and logits.
+class ExecutionRecorder : public ForwardObserver, public StepObserver {
  public:
   ExecutionRecorder(int64_t layers, int64_t step, std::shared_ptr<BlockOutputHook> hook)
       : layers_(layers), step_(step), hook_(std::move(hook)) {}
 
-  void start_micro_batch() { blocks.emplace_back(static_cast<size_t>(layers_)); }
+  void forward_starting(int64_t) override { blocks.emplace_back(static_cast<size_t>(layers_)); }
 
   void block_starting(int64_t layer) override {
     ac::OpTrace& trace = blocks.back().at(static_cast<size_t>(layer));
@@ -85,6 +83,7 @@ std::vector<const ac::OpRecord*> top_level_ops(const ac::OpTrace& trace) {
 struct PrecisionProbe::Execution {
   std::shared_ptr<ExecutionRecorder> recorder;
   double loss = 0;
+  double grad_norm = 0;  // as the run computes it (grad_norm_accumulate)
   std::vector<std::pair<std::string, at::Tensor>> grads;
 };
 
@@ -126,17 +125,39 @@ ScalarPrecision compare_scalar(double run, double reference) {
 
 }  // namespace
 
-PrecisionProbe::PrecisionProbe(const Config& config, const ModelArgs& args,
+PrecisionProbe::PrecisionProbe(const Config& config, const RunFolder& folder, const ModelArgs& args,
                                const StepOptions& options)
     : config_(config),
+      folder_(folder),
       args_(args),
       options_(options),
       steps_(config.debug.precision_steps.begin(), config.debug.precision_steps.end()) {
-  options_.reduce_gradients = nullptr;
-  options_.before_clip = nullptr;
+  options_.data_parallel = 1;
 }
 
-PrecisionProbe::KeptState PrecisionProbe::keep_state(Transformer& model) const {
+void PrecisionProbe::open_outputs(int64_t) { folder_.make(RunSubfolder::kPrecision); }
+
+void PrecisionProbe::before_step(StepContext& context) {
+  kept_ = keep_state(context.engine.target().model);
+}
+
+void PrecisionProbe::after_step(StepContext& context, StepOutcome& outcome) {
+  measure(context.step, *kept_, context.batches, outcome, context.console);
+  kept_.reset();
+}
+
+std::string PrecisionProbe::cost_line(const RunTotals& totals) const {
+  if (cost_.count == 0 || totals.steps == 0) return "";
+  // The run's own steps, without the time the precision steps' executions took.
+  const double step_seconds = (totals.seconds - cost_.seconds) / static_cast<double>(totals.steps);
+  return fmt::format(
+      "precision steps: {:.2f} s each ({} step{}), {:.1f}x a step's {:.3f} s on "
+      "average",
+      cost_.per_count(), cost_.count, cost_.count == 1 ? "" : "s",
+      step_seconds > 0 ? cost_.per_count() / step_seconds : 0.0, step_seconds);
+}
+
+PrecisionProbe::KeptState PrecisionProbe::keep_state(const Transformer& model) const {
   at::NoGradGuard no_grad;
   KeptState kept;
   for (const auto& item : model->named_parameters()) {
@@ -165,18 +186,18 @@ PrecisionProbe::Execution PrecisionProbe::execute(int64_t step, const KeptState&
   model->set_forward_observer(e.recorder);
   StepOptions options = options_;
   if (reference) options.autocast_bf16 = false;
+  StepTarget target;
+  target.model = model;
+  target.params = model->parameters();
+  StepRequest request;
+  request.step = step;
+  request.batches = &batches;
+  request.mode = StepMode::kGradients;
+  request.loss_dtype = reference ? dtype : at::kFloat;
   restore_rng_state(before.rng);
-  const double tokens = tokens_in_step(batches, 1);
-  at::Tensor loss_sum =
-      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
-  for (const auto& batch : batches) {
-    e.recorder->start_micro_batch();
-    at::Tensor loss =
-        micro_batch_loss(model, batch, tokens, options, reference ? dtype : at::kFloat);
-    loss.backward();
-    loss_sum += loss.detach().to(at::kDouble);
-  }
-  e.loss = loss_sum.item<double>();
+  const StepOutcome outcome = run_step(target, options, request, {e.recorder.get()});
+  e.loss = outcome.loss;
+  e.grad_norm = outcome.grad_norm;
   model->set_forward_observer(nullptr);
   for (const auto& item : model->named_parameters()) {
     e.grads.emplace_back(item.key(), item.value().grad());
@@ -185,7 +206,7 @@ PrecisionProbe::Execution PrecisionProbe::execute(int64_t step, const KeptState&
 }
 
 PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
-                                        const std::vector<Batch>& batches, const StepResult& run,
+                                        const std::vector<Batch>& batches, const StepOutcome& run,
                                         std::ostream& console) {
   const auto start = SteadyClock::now();
   const RngState rng_after_step = capture_rng_state();
@@ -203,7 +224,7 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
     run_grads.push_back(again.grads[i].second);
     ref_grads.push_back(ref.grads[i].second);
   }
-  const double again_norm = gradient_norm(run_grads, options_.grad_norm_accumulate);
+  const double again_norm = again.grad_norm;
   r.reexecution_bitwise = same_bits(again.loss, run.loss) && same_bits(again_norm, run.grad_norm);
   r.loss = compare_scalar(run.loss, ref.loss);
   r.grad_norm =
@@ -263,8 +284,8 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
   find_worst_op(r);
   restore_rng_state(rng_after_step);
   r.seconds = seconds_since(start);
-  seconds_ += r.seconds;
-  ++measured_;
+  cost_.seconds += r.seconds;
+  ++cost_.count;
   write_files(r);
   console << format_precision_summary(r);
   console.flush();
@@ -272,11 +293,12 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
 }
 
 void PrecisionProbe::write_files(const PrecisionReport& report) const {
-  const std::string folder = config_.job.dump_folder + "/precision";
-  make_output_folder(folder, FolderLink::kRefuse);
-  const std::string base = fmt::format("{}/step{}", folder, report.step);
-  write_file_atomically(base + ".txt", format_precision_text(report));
-  write_file_atomically(base + ".json", format_precision_json(report));
+  folder_.make(RunSubfolder::kPrecision);
+  const std::string base = fmt::format("step{}", report.step);
+  write_file_atomically(folder_.report(RunSubfolder::kPrecision, base + ".txt"),
+                        format_precision_text(report));
+  write_file_atomically(folder_.report(RunSubfolder::kPrecision, base + ".json"),
+                        format_precision_json(report));
 }
 
 }  // namespace titan

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <map>
 
+#include "util/hash.h"
+
 namespace titan {
 namespace {
-
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // "tok_embeddings", "layers.3", "norm", "output" for a tensor or parameter name.
 std::string part_of(const std::string& name) {
@@ -156,9 +156,11 @@ const char* to_string(RerunOutcome outcome) {
 
 RerunMonitor::RerunMonitor(const DebugConfig& debug) : debug_(debug) {}
 
-bool RerunMonitor::armed() const {
-  return debug_.rerun_on != RerunOn::kNone || !debug_.rerun_steps.empty();
+bool rerun_armed(const DebugConfig& debug) {
+  return debug.rerun_on != RerunOn::kNone || !debug.rerun_steps.empty();
 }
+
+bool RerunMonitor::armed() const { return rerun_armed(debug_); }
 
 bool RerunMonitor::requested(int64_t step) const {
   const auto& s = debug_.rerun_steps;

@@ -8,7 +8,8 @@
 //    provenance, the loss of each sequence and the largest activations and gradients by block.
 // For a non-finite step it also names the first op, in forward order, with a non-finite output.
 //
-// This file holds the decisions and the report; the Trainer (trainer_rerun.cpp) runs the steps.
+// This file holds the decisions and the report; the instrument (instruments/rerun_check.h) keeps
+// the state and re-executes the steps through the step engine.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +19,18 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/compare.h"
 #include "config/config.h"
 #include "data/loader.h"
-#include "analysis/compare.h"
-#include "metrics/numerics_log.h"
 #include "instruments/layer_window.h"
+#include "metrics/numerics_log.h"
 
 namespace titan {
 
 enum class RerunTrigger { kNonFinite, kSpike, kRequested };
+
+// Whether any trigger is configured (a rerun check with none is not built).
+bool rerun_armed(const DebugConfig& debug);
 
 // Which steps keep their state and which are rerun. The spike window holds the losses of the
 // steps that were applied (a skipped step's is left out); it starts empty in every process.
@@ -58,11 +62,11 @@ class RerunMonitor {
 
 // One execution of a step, as the check compares them.
 struct StepExecution {
-  std::string label;  // "original", "original (re-executed, traced)", "rerun"
+  std::string label;  // "original", "original re-executed (traced)", "rerun"
   double loss = 0;
   double grad_norm = 0;
   uint64_t gradients = 0;             // checksum of every parameter's gradient before the update
-  std::optional<NumericsStep> trace;  // op-level, parsed from the tracer's text
+  std::optional<NumericsStep> trace;  // the numerics tracer's op-level record, when traced
 };
 
 // Whether two executions computed the same bits (loss, grad_norm, gradients).

@@ -28,7 +28,8 @@ int64_t fingerprint_line_step(const std::string& line) { return step_after_prefi
 
 std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   const auto& d = header.determinism;
-  std::string out = std::string(kFingerprintMagic) + ": diff two of these to compare runs bit for bit\n";
+  std::string out =
+      std::string(kFingerprintMagic) + ": diff two of these to compare runs bit for bit\n";
   out += fmt::format("titan_train_version {}\n", TITAN_VERSION);
   out += fmt::format("libtorch_version {}\n", TORCH_VERSION);
   out += fmt::format("device {} \"{}\"\n", header.device_type, header.device_name);

@@ -29,7 +29,6 @@ std::string format_op_line(const NumericsEntry& e) {
   return line;
 }
 
-
 }  // namespace
 
 TensorStats tensor_stats(const at::Tensor& t) {
@@ -51,8 +50,8 @@ TensorStats tensor_stats(const at::Tensor& t) {
 }
 
 std::string numerics_header(const std::string& level, int64_t freq) {
-  return fmt::format("{}: diff two of these to find where runs part\nlevel {}\nfreq {}\n", kNumericsMagic,
-                     level, freq);
+  return fmt::format("{}: diff two of these to find where runs part\nlevel {}\nfreq {}\n",
+                     kNumericsMagic, level, freq);
 }
 
 std::string format_op_output_meta(const OpOutput& o) {

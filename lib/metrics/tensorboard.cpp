@@ -101,6 +101,10 @@ std::string current_minute() {
   return text;
 }
 
+bool rank_writes_tensorboard(const MetricsConfig& metrics, int64_t rank) {
+  return metrics.enable_tensorboard && (rank == 0 || metrics.save_for_all_ranks);
+}
+
 std::string choose_tensorboard_run_folder(const std::string& tb_root, int64_t resume_step,
                                           const std::string& now_minute) {
   if (resume_step == 0) return tb_root + "/" + now_minute;

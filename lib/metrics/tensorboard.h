@@ -6,10 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "metrics/tfevents.h"
 #include "util/files.h"
 
 namespace titan {
+
+// Whether rank `rank` writes event files: rank 0, or every rank with metrics.save_for_all_ranks.
+bool rank_writes_tensorboard(const MetricsConfig& metrics, int64_t rank);
 
 // The <YYYYmmdd-HHMM> folder a run writes its event files under, inside `tb_root`: a fresh run
 // (resume_step 0) a new one named after `now_minute`; a resumed run the newest existing one, so

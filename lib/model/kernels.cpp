@@ -2,11 +2,11 @@
 
 namespace titan {
 
-ModelKernels model_kernels(const ModelArgs& args, at::Device device) {
+ModelKernels model_kernels(const ModelArgs& args, at::Device device, at::ScalarType compute_dtype) {
   ModelKernels k;
-  k.attention = attention_kernel_for(args.head_dim(), at::kFloat, device);
-  k.swiglu = swiglu_kernel_for(at::kFloat, device);
-  k.rms_norm = rms_norm_kernel_for(args.dim, at::kFloat, device);
+  k.attention = attention_kernel_for(args.head_dim(), compute_dtype, device);
+  k.swiglu = swiglu_kernel_for(compute_dtype, device);
+  k.rms_norm = rms_norm_kernel_for(args.dim, at::kFloat, at::kFloat, device);
   return k;
 }
 

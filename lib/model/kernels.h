@@ -18,7 +18,11 @@ struct ModelKernels {
   RmsNormKernel rms_norm = RmsNormKernel::kAten;
 };
 
-// What causal_attention, swiglu and rms_norm pick for `args`'s float32 layers on `device`.
-ModelKernels model_kernels(const ModelArgs& args, at::Device device);
+// What causal_attention, swiglu and rms_norm pick (the same functions decide when they run) for
+// `args`'s layers on `device`, their matmuls computing in `compute_dtype` (bfloat16 under
+// autocast): attention and SwiGLU take the matmuls' outputs, RMSNorm the residual stream, which
+// stays in the parameters' float32.
+ModelKernels model_kernels(const ModelArgs& args, at::Device device,
+                           at::ScalarType compute_dtype = at::kFloat);
 
 }  // namespace titan

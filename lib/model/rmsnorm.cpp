@@ -88,8 +88,10 @@ struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
 
 }  // namespace
 
-RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device device) {
-  return fused_applies(dim, dtype, device) ? RmsNormKernel::kFusedAvx2 : RmsNormKernel::kAten;
+RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::ScalarType weight_dtype,
+                                  at::Device device) {
+  return fused_applies(dim, dtype, device) && weight_dtype == dtype ? RmsNormKernel::kFusedAvx2
+                                                                    : RmsNormKernel::kAten;
 }
 
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -103,10 +105,9 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  switch (rms_norm_kernel_for(x.size(-1), x.scalar_type(), x.device())) {
+  switch (rms_norm_kernel_for(x.size(-1), x.scalar_type(), weight.scalar_type(), x.device())) {
     case RmsNormKernel::kFusedAvx2:
-      if (weight.scalar_type() == x.scalar_type()) return fused_rms_norm(x, weight, eps);
-      break;
+      return fused_rms_norm(x, weight, eps);
     case RmsNormKernel::kAten:
       break;
   }

@@ -15,7 +15,10 @@ enum class RmsNormKernel {
   kFusedAvx2,  // rmsnorm_kernels.h: float on a CPU with AVX2+FMA, dim a multiple of 8
   kAten,       // ATen's ops: any other dtype, device, CPU or dim
 };
-RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::Device device);
+// The kernel rms_norm runs for input of last dim `dim` and dtype `dtype` with a weight of
+// `weight_dtype` on `device`.
+RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::ScalarType weight_dtype,
+                                  at::Device device);
 // to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "aten".
 template <>
 const std::vector<std::string>& enum_names<RmsNormKernel>();
@@ -25,7 +28,7 @@ const std::vector<std::string>& enum_names<RmsNormKernel>();
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // The kFusedAvx2 implementation (tests compare it with ATen's). Throws unless
-// rms_norm_kernel_for picks kFusedAvx2 for x and weight has x's dtype, device and last dim.
+// rms_norm_kernel_for picks kFusedAvx2 for x and weight, and weight has x's device and last dim.
 // Observers (the recompute checker's op trace, profilers) see it as one op, "titan::rms_norm".
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 

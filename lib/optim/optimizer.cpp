@@ -29,6 +29,11 @@ AdamWKernel adamw_kernel_for(at::Device device) {
   return device.is_cpu() && cpu_has_avx2_fma() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
 }
 
+AdamWKernel adamw_kernel_of(const torch::optim::AdamW& optimizer) {
+  return dynamic_cast<const FusedAdamW*>(&optimizer) ? AdamWKernel::kFusedAvx2
+                                                     : AdamWKernel::kTorch;
+}
+
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
                                                      const OptimizerConfig& config) {
   auto options = torch::optim::AdamWOptions(config.lr)

@@ -19,6 +19,8 @@ enum class AdamWKernel {
 };
 // titan's parameters are float on every device (bf16 autocast computes in bf16, keeps them float).
 AdamWKernel adamw_kernel_for(at::Device device);
+// The kernel `optimizer` (built by build_optimizer) runs: what logs and fingerprint.log report.
+AdamWKernel adamw_kernel_of(const torch::optim::AdamW& optimizer);
 // to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "torch".
 template <>
 const std::vector<std::string>& enum_names<AdamWKernel>();

@@ -27,15 +27,14 @@ GradientReducer::GradientReducer(ProcessGroup& group, const std::vector<at::Tens
 }
 
 void GradientReducer::reduce(at::Tensor& loss_sum, int64_t step) {
-  const auto start = SteadyClock::now();
+  ScopedSeconds timed(cost_.seconds);
+  ++cost_.count;
   const std::string what = fmt::format("the gradient all-reduce of step {}", step);
   if (rank_ordered_) {
     reduce_in_rank_order(loss_sum, what);
   } else {
     reduce_in_buckets(loss_sum, what);
   }
-  total_seconds_ += seconds_since(start);
-  ++reductions_;
 }
 
 void GradientReducer::reduce_in_buckets(at::Tensor& loss_sum, const std::string& what) {

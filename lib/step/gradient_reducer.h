@@ -17,15 +17,19 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "util/stopwatch.h"
 
 namespace titan {
+
+// The gradient buckets' size: DDP's default (bucket_cap_mb = 25).
+constexpr int64_t kGradientBucketBytes = int64_t{25} << 20;
 
 class GradientReducer {
  public:
   // Requires: `params` in the same order on every rank (the model's parameter order), `group`
   // outlives the reducer.
   GradientReducer(ProcessGroup& group, const std::vector<at::Tensor>& params,
-                  int64_t bucket_bytes = int64_t{25} << 20, bool rank_ordered = false);
+                  int64_t bucket_bytes = kGradientBucketBytes, bool rank_ordered = false);
 
   // Sums every parameter's gradient over the ranks, in place (a parameter without a gradient
   // counts as zeros), and the scalar `loss_sum`. Throws RuntimeFailure naming a rank that is gone.
@@ -33,9 +37,9 @@ class GradientReducer {
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   int64_t bytes() const { return bytes_; }  // of all gradients
-  // Wall time in reduce() (waiting for slower ranks included), and the calls, since the start.
-  double total_seconds() const { return total_seconds_; }
-  int64_t reductions() const { return reductions_; }
+  // The calls to reduce() since the start, and their wall time (waits for slower ranks
+  // included).
+  const CostMeter& cost() const { return cost_; }
 
  private:
   ProcessGroup& group_;
@@ -46,8 +50,7 @@ class GradientReducer {
   bool rank_ordered_ = false;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices, in order
   int64_t bytes_ = 0;
-  double total_seconds_ = 0;
-  int64_t reductions_ = 0;
+  CostMeter cost_;
 };
 
 }  // namespace titan

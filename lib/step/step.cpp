@@ -1,5 +1,6 @@
 #include "step/step.h"
 
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
 #include <new>
@@ -7,9 +8,11 @@
 #include <string>
 
 #include "optim/optimizer.h"
+#include "step/gradient_reducer.h"
 #include "step/pairwise_sum.h"
 #include "util/autocast.h"
 #include "util/error.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
@@ -26,14 +29,14 @@ std::string size_asked(const std::string& message) {
   return "";
 }
 
-// Runs one phase of the step; an allocation failure in it becomes a RuntimeFailure that says
+// Runs one phase of step `step`; an allocation failure in it becomes a RuntimeFailure that says
 // where it happened.
 template <class Fn>
-auto in_phase(const char* phase, const StepOptions& options, Fn fn) -> decltype(fn()) {
+auto in_phase(const char* phase, int64_t step, Fn fn) -> decltype(fn()) {
   auto fail = [&](const std::string& message) {
     const std::string size = size_asked(message);
     return RuntimeFailure(
-        fmt::format("out of memory at step {}, in the {}{}", options.step, phase,
+        fmt::format("out of memory at step {}, in the {}{}", step, phase,
                     size.empty() ? std::string() : " (an allocation of " + size + ")"),
         "lower training.local_batch_size or training.seq_len (global_batch_size keeps the "
         "batch by accumulating gradients), or use activation_checkpoint.mode = \"full\"");
@@ -52,12 +55,20 @@ auto in_phase(const char* phase, const StepOptions& options, Fn fn) -> decltype(
   }
 }
 
-// Sequence b of `batch` as a batch of its own: (1, T).
-Batch one_sequence(const Batch& batch, int64_t b) {
-  Batch one;
-  one.inputs = batch.inputs.narrow(0, b, 1);
-  one.labels = batch.labels.narrow(0, b, 1);
-  return one;
+// The forwards of a step: each micro-batch, or under batch_invariant each sequence alone as a
+// (1, T) batch, so that every row's arithmetic is that of one sequence whatever the split.
+std::vector<Batch> forwards_of(const std::vector<Batch>& batches, bool per_sequence) {
+  if (!per_sequence) return batches;
+  std::vector<Batch> out;
+  for (const auto& batch : batches) {
+    for (int64_t b = 0; b < batch.inputs.size(0); ++b) {
+      Batch one;
+      one.inputs = batch.inputs.narrow(0, b, 1);
+      one.labels = batch.labels.narrow(0, b, 1);
+      out.push_back(std::move(one));
+    }
+  }
+  return out;
 }
 
 // Each parameter's gradient, taken out of the parameter (zeros for one without), and the loss.
@@ -73,26 +84,93 @@ std::vector<at::Tensor> take_gradients(const std::vector<at::Tensor>& params, at
   return parts;
 }
 
-// Forward and backward of every sequence alone, in order: each row's arithmetic is then that of
-// a (1, T) batch whatever the split, and the sums over rows are those of the pairwise tree over
-// the sequences. Leaves this rank's node in the parameters' gradients; returns its loss.
-at::Tensor backward_sequences_pairwise(Transformer& model, const std::vector<at::Tensor>& params,
-                                       const std::vector<Batch>& micro_batches, double tokens,
-                                       const StepOptions& options) {
-  PairwiseSum sum;
-  for (const auto& batch : micro_batches) {
-    for (int64_t b = 0; b < batch.inputs.size(0); ++b) {
-      at::Tensor loss = in_phase("forward", options, [&] {
-        return micro_batch_loss(model, one_sequence(batch, b), tokens, options);
-      });
-      in_phase("backward", options, [&] { loss.backward(); });
-      sum.push(take_gradients(params, loss.detach().to(at::kDouble)));
+// The model's logits for `batch`, under the run's autocast, and the loss `reduce` makes of them
+// (inside the autocast scope too): the one forward of every mode.
+template <class Reduce>
+at::Tensor forward(Transformer model, const Batch& batch, const StepOptions& options,
+                   Reduce reduce) {
+  auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
+  AutocastScope autocast(options.device.type(), options.autocast_bf16, at::kBFloat16);
+  return reduce(model->forward(inputs), labels);  // logits (B, T, V)
+}
+
+// Each sequence's mean cross-entropy, per micro-batch, without gradients or dropout.
+std::vector<at::Tensor> sequence_losses(const StepTarget& target, const StepOptions& options,
+                                        const StepRequest& request,
+                                        const std::vector<StepObserver*>& observers) {
+  at::NoGradGuard no_grad;
+  Transformer model = target.model;
+  model->eval();  // without dropout: the batch's own difficulty
+  std::vector<at::Tensor> out;
+  const auto& batches = *request.batches;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    for (auto* o : observers) o->forward_starting(static_cast<int64_t>(m));
+    out.push_back(
+        forward(model, batches[m], options, [](const at::Tensor& logits, const at::Tensor& labels) {
+          auto per_token = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
+                                                  labels.flatten(0, 1), {}, at::Reduction::None);
+          return per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
+        }));
+  }
+  model->train();
+  return out;
+}
+
+// Forward and backward of every forward of the step; leaves the step's gradients in the
+// parameters (this rank's node of the pairwise tree under batch_invariant) and returns the
+// summed loss (float64, on the device).
+at::Tensor forward_and_backward(const StepTarget& target, const StepOptions& options,
+                                const StepRequest& request,
+                                const std::vector<StepObserver*>& observers) {
+  const double tokens = tokens_in_step(*request.batches, options.data_parallel);
+  const bool per_sequence = options.batch_invariant;
+  at::Tensor loss_sum =
+      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
+  PairwiseSum tree;
+  const std::vector<Batch> forwards = forwards_of(*request.batches, per_sequence);
+  for (size_t i = 0; i < forwards.size(); ++i) {
+    for (auto* o : observers) o->forward_starting(static_cast<int64_t>(i));
+    at::Tensor loss = in_phase("forward", request.step, [&] {
+      return forward(target.model, forwards[i], options,
+                     [&](const at::Tensor& logits, const at::Tensor& labels) {
+                       return summed_cross_entropy(logits, labels, request.loss_dtype) / tokens;
+                     });
+    });
+    in_phase("backward", request.step, [&] { loss.backward(); });
+    if (per_sequence) {
+      tree.push(take_gradients(target.params, loss.detach().to(at::kDouble)));
+    } else {
+      loss_sum += loss.detach().to(at::kDouble);
     }
   }
-  std::vector<at::Tensor> node = sum.collapse();
-  for (size_t i = 0; i < params.size(); ++i)
-    const_cast<at::Tensor&>(params[i]).mutable_grad() = node[i];
+  if (!per_sequence) return loss_sum;
+  std::vector<at::Tensor> node = tree.collapse();
+  for (size_t i = 0; i < target.params.size(); ++i)
+    const_cast<at::Tensor&>(target.params[i]).mutable_grad() = node[i];
   return node.back();
+}
+
+// Sums gradients and loss over the ranks; with `max_loss`, also each rank's own loss (its summed
+// loss is over the tokens of all ranks): returns the largest.
+double reduce_over_ranks(const StepTarget& target, at::Tensor& loss_sum, int64_t step,
+                         bool max_loss) {
+  ProcessGroup& group = *target.group;
+  at::Tensor per_rank;
+  if (max_loss) {
+    const auto world = group.size();
+    per_rank = at::zeros({world}, at::kDouble);
+    per_rank[group.rank()] = loss_sum.cpu() * static_cast<double>(world);
+  }
+  target.reducer->reduce(loss_sum, step);
+  if (!max_loss) return 0;
+  group.all_reduce_sum(per_rank, "the ranks' losses");
+  return per_rank.max().item<double>();
+}
+
+std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  return grads;
 }
 
 }  // namespace
@@ -109,43 +187,51 @@ double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_para
   return tokens * static_cast<double>(data_parallel);
 }
 
-at::Tensor micro_batch_loss(Transformer& model, const Batch& batch, double tokens_in_step,
-                            const StepOptions& options, at::ScalarType loss_dtype) {
-  auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
-  AutocastScope autocast(options.device.type(), options.autocast_bf16, at::kBFloat16);
-  return summed_cross_entropy(model->forward(inputs), labels, loss_dtype) / tokens_in_step;
-}
-
-StepResult run_step(Transformer& model, torch::optim::Optimizer& optimizer,
-                    const std::vector<at::Tensor>& params, const std::vector<Batch>& micro_batches,
-                    double lr, const StepOptions& options) {
-  StepResult result;
-  result.lr = lr;
-  set_learning_rate(optimizer, lr);
-  optimizer.zero_grad();
-  const double tokens = tokens_in_step(micro_batches, options.data_parallel);
-  at::Tensor loss_sum =
-      at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
-  if (options.batch_invariant) {
-    loss_sum = backward_sequences_pairwise(model, params, micro_batches, tokens, options);
+StepOutcome run_step(const StepTarget& target, const StepOptions& options,
+                     const StepRequest& request, const std::vector<StepObserver*>& observers) {
+  StepOutcome out;
+  out.step = request.step;
+  out.lr = request.lr;
+  for (auto* o : observers) o->step_starting(request);
+  if (request.mode == StepMode::kLosses) {
+    out.sequence_losses = sequence_losses(target, options, request, observers);
+    for (auto* o : observers) o->step_finished(request, out);
+    return out;
+  }
+  const bool train = request.mode == StepMode::kTrain;
+  if (train) {
+    set_learning_rate(*target.optimizer, request.lr);
+    target.optimizer->zero_grad();
   } else {
-    for (const auto& batch : micro_batches) {
-      at::Tensor loss = in_phase("forward", options,
-                                 [&] { return micro_batch_loss(model, batch, tokens, options); });
-      in_phase("backward", options, [&] { loss.backward(); });
-      loss_sum += loss.detach().to(at::kDouble);
-    }
+    for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
   }
-  if (options.reduce_gradients) {
-    in_phase("gradient all-reduce", options, [&] { options.reduce_gradients(loss_sum); });
+  at::Tensor loss_sum;
+  {
+    ScopedSeconds timed(out.timings.forward_backward);
+    loss_sum = forward_and_backward(target, options, request, observers);
   }
-  if (options.before_clip) options.before_clip();
-  result.grad_norm = in_phase("gradient clipping", options, [&] {
-    return clip_grad_norm(params, options.max_norm, options.grad_norm_accumulate);
-  });
-  result.loss = loss_sum.item<double>();
-  in_phase("optimizer step", options, [&] { optimizer.step(); });
-  return result;
+  if (train && target.reducer) {
+    ScopedSeconds timed(out.timings.reduce);
+    out.max_loss = in_phase("gradient all-reduce", request.step, [&] {
+      return reduce_over_ranks(target, loss_sum, request.step, request.max_loss_over_ranks);
+    });
+  }
+  for (auto* o : observers) o->gradients_ready(request);
+  {
+    ScopedSeconds timed(out.timings.clip);
+    out.grad_norm = in_phase("gradient clipping", request.step, [&] {
+      return train ? clip_grad_norm(target.params, options.max_norm, options.grad_norm_accumulate)
+                   : gradient_norm(gradients_of(target.params), options.grad_norm_accumulate);
+    });
+  }
+  out.loss = loss_sum.item<double>();
+  if (!request.max_loss_over_ranks) out.max_loss = out.loss;
+  if (train) {
+    ScopedSeconds timed(out.timings.update);
+    in_phase("optimizer step", request.step, [&] { target.optimizer->step(); });
+  }
+  for (auto* o : observers) o->step_finished(request, out);
+  return out;
 }
 
 }  // namespace titan

@@ -51,12 +51,14 @@ std::vector<std::string> changed_keys(const std::string& saved_toml, const std::
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
-                           torch::optim::AdamW& optimizer)
+                           torch::optim::AdamW& optimizer, const StepBatches& batches)
     : config_(config),
       group_(group),
       model_(model),
       optimizer_(optimizer),
-      folder_(checkpoint_folder_path(config)) {}
+      batches_(batches),
+      run_folder_(config),
+      folder_(run_folder_.subfolder(RunSubfolder::kCheckpoint)) {}
 
 StartPoint Checkpointer::resume_or_initialize() {
   StartPoint start;
@@ -90,33 +92,9 @@ StartPoint Checkpointer::resume_or_initialize() {
 void Checkpointer::resume_from(int64_t step, StartPoint& start) {
   const std::string path = folder_ + "/" + checkpoint_folder_name(step);
   const auto load_start = std::chrono::steady_clock::now();
-  const int64_t ranks = group_.size();
   // A global data order has one position for all ranks: each takes rank 0's state.
-  const bool invariant = config_.debug.batch_invariant;
-  const CheckpointContents c = load_checkpoint(path, invariant ? 0 : group_.rank());
-  if (!c.model_only && invariant != c.global_data_order && (c.world_size > 1 || ranks > 1)) {
-    throw ConfigError(
-        path,
-        fmt::format("saved {} debug.batch_invariant, which this run has {}: its data position "
-                    "is {}",
-                    c.global_data_order ? "with" : "without", invariant ? "on" : "off",
-                    c.global_data_order ? "one global position, not each rank's own"
-                                        : "each rank's own, not one global position"),
-        fmt::format("resume with debug.batch_invariant = {}, or start a new run from its weights "
-                    "with checkpoint.initial_load_path = \"{}\"",
-                    c.global_data_order ? "true" : "false", path));
-  }
-  if (!c.model_only && c.world_size != ranks && !(invariant && c.global_data_order)) {
-    throw ConfigError(path,
-                      fmt::format("saved by {} {}, but this run has {}: the data position and "
-                                  "RNG state of each rank cannot be split or merged",
-                                  c.world_size, c.world_size == 1 ? "process" : "ranks", ranks),
-                      fmt::format("resume with {} processes, or start a new run (another "
-                                  "job.dump_folder) from its weights with "
-                                  "checkpoint.initial_load_path = \"{}\" (runs with "
-                                  "debug.batch_invariant resume on any number of ranks)",
-                                  c.world_size, path));
-  }
+  const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load());
+  if (!c.model_only) batches_.check_resumable(c.world_size, c.global_data_order, path);
   check_parameters_match(*model_, c.model, path,
                          "the checkpoint was saved for another model shape: restore the model "
                          "keys of its config.toml, or use another checkpoint.folder");
@@ -226,15 +204,14 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
   }
   contents.other_rank_states = std::move(other_rank_states);
   contents.world_size = group_.size();
-  contents.global_data_order = config_.debug.batch_invariant;
+  contents.global_data_order = batches_.global_order();
   contents.step = step;
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
   contents.config_toml = to_toml(config_);
   // A relative checkpoint folder is titan-train's own, inside the dump folder: a link planted
   // there is refused. An absolute one is the user's to point anywhere.
-  make_output_folder(folder_, std::filesystem::path(c.folder).is_absolute() ? FolderLink::kFollow
-                                                                            : FolderLink::kRefuse);
+  run_folder_.make(RunSubfolder::kCheckpoint);
   SaveRecord record;
   try {
     record = save_checkpoint(folder_, contents, [] { return stop_signal_count() >= 2; });

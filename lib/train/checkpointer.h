@@ -14,6 +14,8 @@
 
 #include "checkpoint/train_state.h"
 #include "config/config.h"
+#include "config/run_folder.h"
+#include "data/step_batches.h"
 #include "distributed/process_group.h"
 #include "model/llama.h"
 
@@ -28,9 +30,10 @@ struct StartPoint {
 
 class Checkpointer {
  public:
-  // Requires: `group`, `model` and `optimizer` outlive the checkpointer.
+  // Requires: `group`, `model`, `optimizer` and `batches` (whose data position it checks before
+  // a resume) outlive the checkpointer.
   Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
-               torch::optim::AdamW& optimizer);
+               torch::optim::AdamW& optimizer, const StepBatches& batches);
 
   // With checkpoint.enable, loads the latest complete checkpoint (rank 0's listing decides for
   // every rank), or checkpoint.load_step, into the model and optimizer; else the
@@ -60,6 +63,8 @@ class Checkpointer {
   ProcessGroup& group_;
   Transformer& model_;
   torch::optim::AdamW& optimizer_;
+  const StepBatches& batches_;
+  RunFolder run_folder_;
   std::string folder_;            // <dump_folder>/<checkpoint.folder>
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys

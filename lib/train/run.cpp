@@ -12,11 +12,12 @@ std::unique_ptr<Run> Run::open(const Config& config, std::ostream& console,
   std::unique_ptr<Run> run(new Run());
   run->context_ = build_run_context(config, console, options);
   run->parts_ = std::make_unique<RunParts>(run->context_);
+  const RunParts& parts = *run->parts_;
   run->outputs_ =
-      std::make_unique<RunOutputs>(run->context_, run->parts_->fingerprint_header(),
-                                   run->parts_->numerics.get(), run->parts_->start.step);
+      std::make_unique<RunOutputs>(run->context_, parts.fingerprint_header(), parts.tracer.get(),
+                                   parts.instruments, parts.start.step);
   run->trainer_ = std::make_unique<Trainer>(*run->parts_, *run->outputs_);
-  log_run_start(*run->parts_, run->outputs_->console());
+  log_run_start(parts, run->outputs_->console());
   return run;
 }
 
@@ -25,8 +26,10 @@ Run::~Run() = default;
 
 TrainSummary Run::train() { return trainer_->train(); }
 
-NumericsTracer* Run::numerics_tracer() { return parts_->numerics.get(); }
-
-PrecisionProbe* Run::precision_probe() { return parts_->precision.get(); }
+std::vector<Instrument*> Run::instruments() const {
+  std::vector<Instrument*> out;
+  for (const auto& i : parts_->instruments) out.push_back(i.get());
+  return out;
+}
 
 }  // namespace titan

@@ -1,10 +1,11 @@
 // One training run, put together in the one order it depends on:
 //
 //   1. context   world, process group, determinism, device (train/run_context.h)
-//   2. parts     model, data, optimizer, activation checkpointing, the numerics trace, the
-//                components; the config's remaining checks (memory, vocabulary, dataset files);
-//                the start point (train/run_parts.h)
-//   3. outputs   dump folder lock, config.toml, metrics.jsonl, fingerprint.log, numerics.log
+//   2. parts     model, data, optimizer, activation checkpointing, the step engine, the
+//                instruments, checkpointing; the config's remaining checks (memory, vocabulary,
+//                dataset files); the start point (train/run_parts.h)
+//   3. outputs   the run folder's lock, config.toml, metrics.jsonl, fingerprint.log, numerics.log,
+//                the instruments' folders
 //   4. trainer   the loop, at the start point
 //   5. start-up log
 //
@@ -18,31 +19,15 @@
 #include <vector>
 
 #include "config/config.h"
+#include "instruments/instrument.h"
 #include "train/run_context.h"
+#include "train/summary.h"
 
 namespace titan {
 
-class NumericsTracer;
-class PrecisionProbe;
 class RunOutputs;
 class Trainer;
 struct RunParts;
-
-struct TrainSummary {
-  int64_t steps = 0;
-  double seconds = 0;
-  double mean_tps = 0;             // over all ranks
-  double checksum_seconds = 0;     // spent on fingerprint.log parameter checksums
-  double layer_norm_seconds = 0;   // measuring per-layer norms (and histograms)
-  int64_t layer_norm_steps = 0;    // steps they were measured at
-  double tensorboard_seconds = 0;  // encoding and writing event records
-  int64_t tensorboard_writes = 0;
-  int64_t reruns = 0;          // steps the rerun check re-executed
-  std::vector<double> losses;  // one per step of this process's run
-  double cpu_user_s = 0;       // the process's CPU time in the steps
-  double cpu_system_s = 0;
-  double minor_faults = 0;  // in the steps
-};
 
 class Run {
  public:
@@ -54,14 +39,20 @@ class Run {
 
   ~Run();
 
-  const RunContext& context() const { return context_; }
   Trainer& trainer() { return *trainer_; }
   // Trains the remaining steps (Trainer::train).
   TrainSummary train();
-  // The numerics.log recorder; null when debug.numerics_trace is "none" and no rerun is armed.
-  NumericsTracer* numerics_tracer();
-  // The precision probe; null without debug.precision_steps.
-  PrecisionProbe* precision_probe();
+
+  // The run's instruments, in the order they are called.
+  std::vector<Instrument*> instruments() const;
+  // Its instrument of type T (the first), or null when the config arms none.
+  template <class T>
+  T* instrument() const {
+    for (Instrument* i : instruments()) {
+      if (auto* found = dynamic_cast<T*>(i)) return found;
+    }
+    return nullptr;
+  }
 
  private:
   Run();

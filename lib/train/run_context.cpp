@@ -96,6 +96,7 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.config = config;
   c.world = world_from_environment();
   c.log = c.world.logs_console() ? &log : &silent_stream();
+  c.errors = options.errors ? options.errors : &log;
   data_parallel_degree(c.config, c.world.world_size);  // refuses a bad split before the rendezvous
   // Only the device's index is chosen here; CUDA is first used after the determinism settings.
   c.device = resolve_device(c.config.training.device, c.world);

@@ -9,8 +9,8 @@
 //                     first; no two ranks on one GPU
 //
 // Data parallelism needs the process group before seeding (to agree on the seed); changing the
-// order means changing build_run_context only. Nothing writes a context after it is built
-// (lib/train/run.h holds it const).
+// order means changing build_run_context only. Nothing writes a context after it is built: Run
+// (train/run.h) owns it, and the parts, outputs and trainer take it by const reference.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -28,6 +28,7 @@ namespace titan {
 struct RunContext {
   Config config;                // resolved; debug.seed holds the seed actually used
   std::ostream* log = nullptr;  // this rank's console (a silent one for ranks LOG_RANK leaves out)
+  std::ostream* errors = nullptr;  // warnings that must not go to the console (which failed)
   WorldInfo world;
   std::unique_ptr<ProcessGroup> process_group;
   DeterminismRecord determinism;
@@ -37,6 +38,7 @@ struct RunContext {
 
 struct RunContextOptions {
   bool measure_peak_flops = true;  // tests skip the start-up sgemm measurement
+  std::ostream* errors = nullptr;  // RunContext::errors; null: the console
 };
 
 // Steps 1-5, the console being `log`. Throws ConfigError (exit 2) for a bad environment, device

@@ -45,22 +45,10 @@ void log_activation_checkpointing(const RunParts& parts, std::ostream& log) {
   }
 }
 
-void log_debug_tools(const RunParts& parts, std::ostream& log) {
-  const Config& config = parts.context.config;
-  const auto& dbg = config.debug;
-  if (parts.numerics && parts.numerics->writes_log()) {
-    log << fmt::format("[titan] numerics trace: {} every {} steps into numerics.log\n",
-                       to_string(dbg.numerics_trace), dbg.numerics_freq);
-  }
-  if (parts.rerun) {
-    const bool spikes = dbg.rerun_on == RerunOn::kSpike || dbg.rerun_on == RerunOn::kBoth;
-    log << fmt::format("[titan] rerun check: on {}{}, steps [{}], action {}; reports in {}/rerun\n",
-                       to_string(dbg.rerun_on),
-                       spikes ? fmt::format(" (spike: loss > {} x mean of the last {})",
-                                            dbg.rerun_spike_factor, dbg.rerun_window)
-                              : "",
-                       join_integers(dbg.rerun_steps, ", "), to_string(dbg.rerun_action),
-                       config.job.dump_folder);
+void log_instruments(const RunParts& parts, std::ostream& log) {
+  for (const auto& instrument : parts.instruments) {
+    const std::string line = instrument->describe();
+    if (!line.empty()) log << "[titan] " << line << "\n";
   }
 }
 
@@ -79,10 +67,11 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
   log << fmt::format(
       "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}\n",
       to_string(parts.kernels.attention), args.head_dim(), to_string(parts.kernels.swiglu),
-      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_for(ctx.device)));
+      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_of(*parts.optimizer)));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx.device),
-                     d.cpu_threads, parts.step_options.autocast_bf16 ? "bf16 autocast" : "float32",
-                     d.seed, d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
+                     d.cpu_threads,
+                     parts.engine->options().autocast_bf16 ? "bf16 autocast" : "float32", d.seed,
+                     d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
   for (const auto& warning : config_warnings(config)) {
     log << "[titan] warning: " << warning << "\n";
   }
@@ -98,17 +87,19 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
       t.steps, with_thousands(parts.plan.tokens_per_step), t.local_batch_size, t.seq_len,
       parts.plan.micro_batches,
       parts.reducer ? fmt::format(" x {} ranks", ctx.process_group->size()) : std::string(),
-      parts.schedule.warmup_steps(), config.optimizer.lr);
+      parts.engine->schedule().warmup_steps(), config.optimizer.lr);
   log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
                      parts.token_flops, ctx.peak_flops / 1e9,
                      ctx.device.is_cpu() ? " (measured sgemm)" : "", config.job.dump_folder);
   log_activation_checkpointing(parts, log);
-  log_debug_tools(parts, log);
+  log_instruments(parts, log);
   for (const auto& note : parts.start.notes) log << "[titan] " << note << "\n";
   log.flush();
 }
 
-void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostream& log) {
+void log_run_end(const RunParts& parts, const TrainSummary& summary,
+                 const std::vector<std::string>& output_lines, const CostMeter& checksums,
+                 std::ostream& log) {
   const int64_t ranks = parts.context.process_group->size();
   if (summary.losses.empty()) {
     log << "[titan] done: no step completed\n";
@@ -123,52 +114,29 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostrea
           : std::string(),
       summary.losses.back());
   const GradientReducer* reducer = parts.reducer.get();
-  if (reducer && reducer->reductions() > 0) {
-    const double per_step = reducer->total_seconds() / static_cast<double>(reducer->reductions());
+  if (reducer && reducer->cost().count > 0) {
+    const CostMeter& cost = reducer->cost();
     log << fmt::format(
         "[titan] gradient all-reduce: mean {:.1f} ms per step, {:.1f}% of the step time "
         "({:.1f} MiB in {} bucket{}, after the backward; waits for slower ranks included)\n",
-        1e3 * per_step, 100.0 * per_step * static_cast<double>(summary.steps) / summary.seconds,
+        1e3 * cost.per_count(),
+        100.0 * cost.per_count() * static_cast<double>(summary.steps) / summary.seconds,
         static_cast<double>(reducer->bytes()) / (1 << 20), reducer->buckets(),
         reducer->buckets() == 1 ? "" : "s");
   }
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
-                     1e3 * summary.checksum_seconds,
-                     100.0 * summary.checksum_seconds / summary.seconds);
-  if (summary.layer_norm_steps > 0) {
-    log << fmt::format(
-        "[titan] per-layer norms: {:.2f} ms a measured step ({} steps), {:.2f}% of "
-        "the run\n",
-        1e3 * summary.layer_norm_seconds / summary.layer_norm_steps, summary.layer_norm_steps,
-        100.0 * summary.layer_norm_seconds / summary.seconds);
-  }
-  if (summary.tensorboard_writes > 0) {
-    log << fmt::format("[titan] TensorBoard: {:.2f} ms a record ({} records), {:.2f}% of the run\n",
-                       1e3 * summary.tensorboard_seconds / summary.tensorboard_writes,
-                       summary.tensorboard_writes,
-                       100.0 * summary.tensorboard_seconds / summary.seconds);
-  }
-  if (summary.steps > 0) {
-    const double user = summary.cpu_user_s, sys = summary.cpu_system_s;
-    log << fmt::format(
-        "[titan] CPU time in the steps: user {:.1f} s, system {:.1f} s ({:.1f}% in the kernel), "
-        "{} minor page faults per step\n",
-        user, sys, user + sys > 0 ? 100.0 * sys / (user + sys) : 0.0,
-        std::llround(summary.minor_faults / static_cast<double>(summary.steps)));
-  }
-  if (parts.rerun && summary.steps > 0) {
-    parts.rerun->log_cost(summary.seconds / static_cast<double>(summary.steps), log);
-  }
-  if (parts.precision && parts.precision->steps_measured() > 0 && summary.steps > 0) {
-    const double each = parts.precision->seconds() / parts.precision->steps_measured();
-    // The run's own steps, without the time the precision steps' executions took.
-    const double step_seconds =
-        (summary.seconds - parts.precision->seconds()) / static_cast<double>(summary.steps);
-    log << fmt::format(
-        "[titan] precision steps: {:.2f} s each ({} step{}), {:.1f}x a step's {:.3f} s on "
-        "average\n",
-        each, parts.precision->steps_measured(), parts.precision->steps_measured() == 1 ? "" : "s",
-        step_seconds > 0 ? each / step_seconds : 0.0, step_seconds);
+                     1e3 * checksums.seconds, checksums.percent_of(summary.seconds));
+  for (const auto& line : output_lines) log << "[titan] " << line << "\n";
+  const double user = summary.cpu_user_s, sys = summary.cpu_system_s;
+  log << fmt::format(
+      "[titan] CPU time in the steps: user {:.1f} s, system {:.1f} s ({:.1f}% in the kernel), "
+      "{} minor page faults per step\n",
+      user, sys, user + sys > 0 ? 100.0 * sys / (user + sys) : 0.0,
+      std::llround(summary.minor_faults / static_cast<double>(summary.steps)));
+  const RunTotals totals{summary.steps, summary.seconds};
+  for (const auto& instrument : parts.instruments) {
+    const std::string line = instrument->cost_line(totals);
+    if (!line.empty()) log << "[titan] " << line << "\n";
   }
   log.flush();
 }

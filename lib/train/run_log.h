@@ -3,18 +3,23 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
-#include "train/run.h"
 #include "train/run_parts.h"
+#include "train/summary.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 
 // Model, kernels, device and seed, determinism, data, batch, FLOPs, activation checkpointing,
-// numerics trace, rerun check, and what the run resumed from.
+// each instrument's line, and what the run resumed from.
 void log_run_start(const RunParts& parts, std::ostream& log);
 
-// The summary line, the gradient all-reduce's share, the checksums' cost, CPU time and the rerun
-// check's cost.
-void log_run_end(const RunParts& parts, const TrainSummary& summary, std::ostream& log);
+// The summary line, the gradient all-reduce's share, the fingerprint checksums' cost
+// (`checksums`), `output_lines` (the outputs' own costs), CPU time, and each instrument's line.
+void log_run_end(const RunParts& parts, const TrainSummary& summary,
+                 const std::vector<std::string>& output_lines, const CostMeter& checksums,
+                 std::ostream& log);
 
 }  // namespace titan

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <iostream>
 #include <ostream>
 
 #include "config/loader.h"
-#include "instruments/rerun_check.h"
+#include "config/run_folder.h"
+#include "distributed/process_group.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stopwatch.h"
@@ -26,42 +26,41 @@ void create_dump_folder(const std::string& folder) {
 
 // Rank 0 takes the run's lock; the other ranks write nothing before it has it, so that a run
 // refused for a locked folder leaves the other run's per-rank files alone.
-std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c) {
-  const std::string& folder = c.config.job.dump_folder;
+std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c, const RunFolder& folder) {
   const int64_t rank = c.world.rank;
   std::unique_ptr<RunLock> lock;
-  std::string refusal;
+  std::optional<RankRefusal> refusal;
   if (rank == 0) {
     try {
-      create_dump_folder(folder);
-      lock = std::make_unique<RunLock>(folder);
+      create_dump_folder(folder.path());
+      lock = std::make_unique<RunLock>(folder.file(RunFile::kLock), folder.path());
     } catch (const ConfigError& e) {
       if (c.world.world_size == 1) throw;
-      refusal = e.where() + "\n" + e.message() + "\n" + e.hint();
+      refusal = RankRefusal{e.where(), e.message(), e.hint()};
     }
   }
-  if (c.world.world_size > 1) refusal = c.process_group->broadcast("dump_folder_lock", refusal);
-  if (!refusal.empty()) {
-    const auto lines = split_list(refusal, '\n');
-    throw ConfigError(lines.at(0), (rank == 0 ? "" : "(rank 0) ") + lines.at(1), lines.at(2));
+  refusal = share_rank0_refusal(*c.process_group, "dump_folder_lock", refusal);
+  if (refusal) {
+    throw ConfigError(refusal->where, (rank == 0 ? "" : "(rank 0) ") + refusal->message,
+                      refusal->hint);
   }
   return lock;
 }
 
 // The event files' folder for this rank, or "" when it writes none. Rank 0 picks the run folder
 // so that every rank writes under the same one.
-std::string tensorboard_folder(const RunContext& c, int64_t resume_step) {
+std::string tensorboard_folder(const RunContext& c, const RunFolder& folder, int64_t resume_step) {
   const MetricsConfig& m = c.config.metrics;
   if (!m.enable_tensorboard) return "";
-  const std::string root = c.config.job.dump_folder + "/" + m.save_tb_folder;
   std::string run;
   if (c.world.rank == 0) {
-    make_output_folder(root, FolderLink::kRefuse);
+    const std::string root = folder.make(RunSubfolder::kTensorBoard);
     run = choose_tensorboard_run_folder(root, resume_step, current_minute());
   }
   if (c.world.world_size > 1 && m.save_for_all_ranks)
     run = c.process_group->broadcast("tensorboard_run_folder", run);
-  if (!m.save_for_all_ranks) return c.world.rank == 0 ? run : "";
+  if (!rank_writes_tensorboard(m, c.world.rank)) return "";
+  if (!m.save_for_all_ranks) return run;
   make_output_folder(run, FolderLink::kRefuse);
   return run + "/rank_" + std::to_string(c.world.rank);
 }
@@ -101,25 +100,23 @@ std::vector<SummaryValue> tensorboard_scalars(const StepMetrics& m) {
 }  // namespace
 
 RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& header,
-                       NumericsTracer* tracer, int64_t resume_step)
-    : context_(context), lock_(lock_dump_folder(context)) {
-  const std::string& folder = context.config.job.dump_folder;
+                       NumericsTracer* tracer,
+                       const std::vector<std::shared_ptr<Instrument>>& instruments,
+                       int64_t resume_step)
+    : context_(context) {
+  const RunFolder folder(context.config);
+  lock_ = lock_dump_folder(context, folder);
   const int64_t rank = context.world.rank;
   // First: a planted link in the TensorBoard folder is refused before any other file changes.
-  const std::string tb = tensorboard_folder(context, resume_step);
+  const std::string tb = tensorboard_folder(context, folder, resume_step);
   if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
-  // Precision steps write their reports there: a planted link is refused now, not mid-run.
-  if (!context.config.debug.precision_steps.empty())
-    make_output_folder(folder + "/precision", FolderLink::kRefuse);
-  // So do the rerun check's, whenever a trigger fires.
-  if (RerunCheck::armed(context.config.debug))
-    make_output_folder(folder + "/rerun", FolderLink::kRefuse);
+  for (const auto& instrument : instruments) instrument->open_outputs(resume_step);
   if (rank == 0) {
-    write_file_atomically(folder + "/config.toml", to_toml(context.config));
-    metrics_ = std::make_unique<JsonlWriter>(folder + "/metrics.jsonl", resume_step);
+    write_file_atomically(folder.file(RunFile::kConfig), to_toml(context.config));
+    metrics_ = std::make_unique<JsonlWriter>(folder.file(RunFile::kMetrics), resume_step);
   }
-  fingerprint_ = std::make_unique<FingerprintLog>(
-      folder + "/" + rank_file_name("fingerprint.log", rank), header, resume_step);
+  fingerprint_ = std::make_unique<FingerprintLog>(folder.file(RunFile::kFingerprint, rank), header,
+                                                  resume_step);
   open_numerics_log(tracer, folder, resume_step, rank);
 }
 
@@ -131,9 +128,9 @@ void RunOutputs::log_step(const StepMetrics& m) {
 }
 
 void RunOutputs::write_tensorboard(int64_t step, const std::vector<SummaryValue>& values) {
-  ScopedSeconds timed(tensorboard_seconds_);
+  ScopedSeconds timed(tensorboard_cost_.seconds);
   tensorboard_->write(step, values);
-  ++tensorboard_writes_;
+  ++tensorboard_cost_.count;
 }
 
 void RunOutputs::write_histograms(int64_t step, const std::vector<SummaryValue>& histograms) {
@@ -145,11 +142,19 @@ void RunOutputs::write_fingerprint(int64_t step, double loss, double grad_norm, 
   fingerprint_->write_step(step, loss, grad_norm, lr, tokens_seen, params_checksum);
 }
 
+std::vector<std::string> RunOutputs::cost_lines(double run_seconds) const {
+  if (tensorboard_cost_.count == 0) return {};
+  return {fmt::format("TensorBoard: {:.2f} ms a record ({} records), {:.2f}% of the run",
+                      1e3 * tensorboard_cost_.per_count(), tensorboard_cost_.count,
+                      tensorboard_cost_.percent_of(run_seconds))};
+}
+
 void RunOutputs::check_console() {
   if (console_failed_ || console()) return;
   console_failed_ = true;
-  std::cerr << "titan-train: warning: the console output failed (closed pipe or full device); "
-               "training continues and metrics.jsonl and fingerprint.log keep the record\n";
+  *context_.errors
+      << "titan-train: warning: the console output failed (closed pipe or full device); "
+         "training continues and metrics.jsonl and fingerprint.log keep the record\n";
 }
 
 }  // namespace titan

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include "ac/apply.h"
+#include "config/run_folder.h"
 #include "distributed/process_group.h"
+#include "instruments/instruments.h"
 #include "metrics/device_stats.h"
+#include "metrics/tensorboard.h"
 #include "optim/optimizer.h"
 #include "train/memory_check.h"
 #include "train/rank_agreement.h"
@@ -21,52 +24,69 @@ ModelArgs model_args_for(const Config& config) {
   return args;
 }
 
+StepOptions step_options_for(const RunContext& context) {
+  const TrainingConfig& t = context.config.training;
+  StepOptions options;
+  options.device = context.device;
+  options.autocast_bf16 = uses_bf16_autocast(t.mixed_precision_param, context.device.is_cuda());
+  options.max_norm = t.max_norm;
+  options.grad_norm_accumulate = context.config.debug.grad_norm_accumulate;
+  options.data_parallel = context.process_group->size();
+  options.batch_invariant = context.config.debug.batch_invariant;
+  return options;
+}
+
 }  // namespace
 
 RunParts::RunParts(const RunContext& run_context)
     : context(run_context),
       args(model_args_for(run_context.config)),
-      plan(batch_plan(run_context.config.training, run_context.process_group->size())),
-      schedule(run_context.config.lr_scheduler, run_context.config.training.steps) {
+      plan(batch_plan(run_context.config.training, run_context.process_group->size())) {
   const Config& config = context.config;
   const auto& t = config.training;
   ProcessGroup& group = *context.process_group;
+  const RunFolder folder(config);
   check_memory(args, config, plan.micro_batches, context.device);
   source = make_token_source(t, context.determinism.seed, t.seq_len + 1, args.vocab_size);
-  // Batch-invariant runs read the one global sequence of windows on every rank (each rank keeps
-  // its own part of a step's): the position is then the same on all ranks and any world size.
-  const bool global_order = config.debug.batch_invariant;
-  loader = std::make_unique<DataLoader>(source, t.local_batch_size, t.seq_len,
-                                        global_order ? 0 : group.rank(),
-                                        global_order ? 1 : group.size());
+  BatchLayout layout;
+  layout.local_batch_size = t.local_batch_size;
+  layout.seq_len = t.seq_len;
+  layout.micro_batches = plan.micro_batches;
+  layout.rank = group.rank();
+  layout.world = group.size();
+  layout.global_order = config.debug.batch_invariant;
+  batches = std::make_unique<StepBatches>(source, layout);
   model = Transformer(args);
   model->to(context.device);
   model->init_weights();
   model->train();
-  kernels = model_kernels(args, context.device);
-  const bool reruns = RerunCheck::armed(config.debug);
-  if (reruns) rerun = std::make_unique<RerunCheck>(config, source->describe(), group.rank());
-  numerics =
-      make_numerics_tracer(config.debug.numerics_trace, config.debug.numerics_freq, model, reruns);
+  const StepOptions options = step_options_for(context);
+  kernels = model_kernels(args, context.device, options.autocast_bf16 ? at::kBFloat16 : at::kFloat);
+  tracer = make_numerics_tracer(config.debug, model);
   checkpointed_blocks = ac::apply_activation_checkpointing(
-      model, config.activation_checkpoint, config.job.dump_folder + "/ac_debug", numerics);
-  params = model->parameters();
+      model, config.activation_checkpoint, folder.subfolder(RunSubfolder::kAcDebug), tracer);
+  std::vector<at::Tensor> params = model->parameters();
   optimizer = build_optimizer(params, config.optimizer);
-  step_options.device = context.device;
-  step_options.autocast_bf16 =
-      uses_bf16_autocast(t.mixed_precision_param, context.device.is_cuda());
-  step_options.max_norm = t.max_norm;
-  step_options.grad_norm_accumulate = context.config.debug.grad_norm_accumulate;
-  step_options.data_parallel = group.size();
-  if (!config.debug.precision_steps.empty())
-    precision = std::make_unique<PrecisionProbe>(config, args, step_options);
   token_flops = flops_per_token(args, t.seq_len);
-  step_options.batch_invariant = config.debug.batch_invariant;
   if (group.size() > 1) {
-    reducer = std::make_unique<GradientReducer>(group, params, int64_t{25} << 20,
+    reducer = std::make_unique<GradientReducer>(group, params, kGradientBucketBytes,
                                                 config.debug.batch_invariant);
   }
-  checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer);
+  StepTarget target;
+  target.model = model;
+  target.params = params;
+  target.optimizer = optimizer.get();
+  target.reducer = reducer.get();
+  target.group = &group;
+  engine = std::make_unique<StepEngine>(target, *optimizer, options, *batches,
+                                        LRSchedule(config.lr_scheduler, t.steps),
+                                        config.optimizer.lr, plan.tokens_per_step);
+  const InstrumentSetup setup{
+      config,  folder, group.rank(),       args,
+      options, model,  source->describe(), rank_writes_tensorboard(config.metrics, group.rank()),
+      tracer};
+  instruments = make_instruments(setup);
+  checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
@@ -83,7 +103,7 @@ FingerprintHeader RunParts::fingerprint_header() const {
                            to_string(kernels.attention),
                            to_string(kernels.swiglu),
                            to_string(kernels.rms_norm),
-                           to_string(adamw_kernel_for(device)),
+                           to_string(adamw_kernel_of(*optimizer)),
                            context.process_group->numerics_settings()};
 }
 

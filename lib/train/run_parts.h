@@ -1,10 +1,9 @@
-// What a run trains with: model, data, optimizer, activation checkpointing, the numerics tracer,
-// the gradient reducer and the components (checkpointing, the rerun check), built for a
-// RunContext in one constructor, before any output file is touched. Building them performs the
-// config's checks that need the model or data (memory, vocabulary, dataset files), finds the
-// point the run starts from (loading a checkpoint's model and optimizer state) and checks that
-// every rank starts from the same parameters. The TrainState of that start point is left for the
-// Trainer, its one owner, to apply.
+// What a run trains with: model, data, optimizer, activation checkpointing, the step engine and
+// the instruments, built for a RunContext in one constructor, before any output file is touched.
+// Building them performs the config's checks that need the model or data (memory, vocabulary,
+// dataset files), finds the point the run starts from (loading a checkpoint's model and optimizer
+// state) and checks that every rank starts from the same parameters. The TrainState of that
+// start point is left for the Trainer to apply.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -14,19 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "data/loader.h"
 #include "data/sources.h"
+#include "data/step_batches.h"
+#include "instruments/instrument.h"
+#include "instruments/numerics_trace.h"
 #include "metrics/fingerprint.h"
 #include "model/kernels.h"
 #include "model/llama.h"
-#include "optim/lr_schedule.h"
-#include "train/checkpointer.h"
 #include "step/gradient_reducer.h"
-#include "instruments/numerics_trace.h"
-#include "instruments/precision_probe.h"
-#include "instruments/rerun_check.h"
+#include "step/step_engine.h"
+#include "train/checkpointer.h"
 #include "train/run_context.h"
-#include "step/step.h"
 
 namespace titan {
 
@@ -45,23 +42,20 @@ struct RunParts {
   const RunContext& context;
   ModelArgs args;
   BatchPlan plan;
-  LRSchedule schedule;
   std::shared_ptr<const TokenSource> source;
-  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<StepBatches> batches;
   Transformer model{nullptr};
-  std::vector<at::Tensor> params;
   std::unique_ptr<torch::optim::AdamW> optimizer;
-  ModelKernels kernels;
+  ModelKernels kernels;                          // what the model's layers run
   std::vector<std::string> checkpointed_blocks;  // names of the blocks AC wraps
-  std::shared_ptr<NumericsTracer> numerics;      // null without a trace or an armed rerun check
-  StepOptions step_options;
-  double token_flops = 0;                    // FLOPs per token (metrics/device_stats.h)
-  std::unique_ptr<GradientReducer> reducer;  // null for one process
+  double token_flops = 0;                        // FLOPs per token (metrics/device_stats.h)
+  std::unique_ptr<GradientReducer> reducer;      // null for one process
+  std::unique_ptr<StepEngine> engine;
+  std::shared_ptr<NumericsTracer> tracer;  // null without numerics.log or an armed rerun check
+  std::vector<std::shared_ptr<Instrument>> instruments;  // in the order they are called
   std::unique_ptr<Checkpointer> checkpointer;
-  std::unique_ptr<RerunCheck> rerun;          // null when no rerun trigger is armed
-  std::unique_ptr<PrecisionProbe> precision;  // null without debug.precision_steps
-  StartPoint start;                           // where the run starts; its state not yet applied
-  uint64_t initial_checksum = 0;              // of the parameters every rank starts from
+  StartPoint start;               // where the run starts; its state not yet applied
+  uint64_t initial_checksum = 0;  // of the parameters every rank starts from
 };
 
 }  // namespace titan

@@ -34,6 +34,7 @@ int report_current_exception(std::ostream& err) {
     err << "titan-train: " << e.what() << "\n";
     return 128 + e.signal();
   } catch (const CheckFailure& e) {
+    err << e.details();
     print("check failed", e.what(), e.hint());
     return kExitCheckFailed;
   } catch (const RuntimeFailure& e) {

@@ -40,15 +40,18 @@ class RuntimeFailure : public std::runtime_error {
   std::string hint_;
 };
 
-// A determinism or recompute check failed (exit code 3).
+// A determinism or recompute check failed (exit code 3). `details` (the evidence, such as both op
+// traces of a recompute mismatch) is printed before the message when reported.
 class CheckFailure : public std::runtime_error {
  public:
-  explicit CheckFailure(const std::string& message, const std::string& hint = "")
-      : std::runtime_error(message), hint_(hint) {}
+  explicit CheckFailure(const std::string& message, const std::string& hint = "",
+                        const std::string& details = "")
+      : std::runtime_error(message), hint_(hint), details_(details) {}
   const std::string& hint() const { return hint_; }
+  const std::string& details() const { return details_; }
 
  private:
-  std::string hint_;
+  std::string hint_, details_;
 };
 
 // The run was stopped by a signal (SIGTERM, SIGINT) between steps: exit code 128 + signal, as a

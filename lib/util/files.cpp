@@ -227,8 +227,8 @@ int64_t step_after_prefix(const std::string& line, const char* prefix) {
   return end != line.c_str() + n && step >= 0 ? step : -1;
 }
 
-void rewrite_log_through_step(const std::string& path, const std::string& header,
-                              int64_t last_step, const LineStepRule& step_of_line) {
+void rewrite_log_through_step(const std::string& path, const std::string& header, int64_t last_step,
+                              const LineStepRule& step_of_line) {
   check_output_target(path);  // a planted link is refused before it is read
   std::string kept = header;
   if (last_step > 0) {

@@ -103,8 +103,8 @@ int64_t step_after_prefix(const std::string& line, const char* prefix);
 // `step_of_line` assigns lines to steps (lines before the first step are the old header,
 // replaced), written atomically; the run then appends to it (LineFile kAppend). An unterminated
 // last line (a kill mid-write) is dropped. A missing file counts as empty.
-void rewrite_log_through_step(const std::string& path, const std::string& header,
-                              int64_t last_step, const LineStepRule& step_of_line);
+void rewrite_log_through_step(const std::string& path, const std::string& header, int64_t last_step,
+                              const LineStepRule& step_of_line);
 
 // Flushes a folder's entries (a file renamed into it) to disk. Throws RuntimeFailure.
 void fsync_folder(const std::string& path);

@@ -110,4 +110,6 @@ uint64_t StreamingHash::digest() const {
   return h;
 }
 
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
 }  // namespace titan

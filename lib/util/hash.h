@@ -44,4 +44,7 @@ uint64_t tensor_checksum(const at::Tensor& t);
 // hash collisions), independent of the thread count.
 uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
 
+// Whether `a` and `b` are the same bits: NaNs with the same payload are, +0.0 and -0.0 are not.
+bool same_bits(double a, double b);
+
 }  // namespace titan

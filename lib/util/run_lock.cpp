@@ -13,9 +13,8 @@
 
 namespace titan {
 
-RunLock::RunLock(const std::string& folder) {
-  const std::string path = folder + "/.titan-train.lock";
-  fd_ = open_output_file(path, O_RDWR | O_CREAT);
+RunLock::RunLock(const std::string& lock_file, const std::string& folder) {
+  fd_ = open_output_file(lock_file, O_RDWR | O_CREAT);
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
     const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);

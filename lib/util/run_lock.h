@@ -1,5 +1,6 @@
-// An exclusive lock on a folder for the lifetime of a run: flock(2) on <folder>/.titan-train.lock,
-// which also records the holder's PID for the message a second run prints.
+// An exclusive lock on a folder for the lifetime of a run: flock(2) on a lock file in it (the run
+// folder's, config/run_folder.h), which also records the holder's PID for the message a second
+// run prints.
 #pragma once
 
 #include <string>
@@ -11,7 +12,8 @@ class RunLock {
   // Takes the lock without waiting. Throws ConfigError (exit 2) naming the folder and the
   // holder's PID when another process holds it, RuntimeFailure when the lock file cannot be
   // created. The kernel releases the lock when the process ends, however it ends.
-  explicit RunLock(const std::string& folder);
+  // `lock_file` is the lock's file inside `folder` (named in messages).
+  RunLock(const std::string& lock_file, const std::string& folder);
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace titan {
 
@@ -23,6 +24,17 @@ class ScopedSeconds {
  private:
   double& total_;
   SteadyClock::time_point start_;
+};
+
+// The cost of something a run does now and then (checksums, measurements, event records,
+// re-executions): how often, and its wall time in all. The end-of-run log reports each.
+struct CostMeter {
+  int64_t count = 0;
+  double seconds = 0;
+  double per_count() const { return count > 0 ? seconds / static_cast<double>(count) : 0.0; }
+  double percent_of(double total_seconds) const {
+    return total_seconds > 0 ? 100.0 * seconds / total_seconds : 0.0;
+  }
 };
 
 }  // namespace titan

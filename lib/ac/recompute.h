@@ -1,6 +1,8 @@
-// Activation checkpointing for C++: a custom autograd Function that runs a block without
-// keeping its activations and recomputes it inside the backward pass (reentrant backward),
-// plus the recompute checker that proves the recomputation matched the forward.
+// Activation checkpointing for C++ (named run_recomputed here, so that "checkpoint" keeps meaning
+// the saved training state of lib/checkpoint and train/checkpointer.h): a custom autograd Function
+// that runs a block without keeping its activations and recomputes it inside the backward pass
+// (reentrant backward), plus the recompute checker that proves the recomputation matched the
+// forward.
 //
 // libtorch has no C++ checkpoint API and its saved-tensor hooks are Python-only, hence the
 // reentrant design, as torch.utils.checkpoint(use_reentrant=True): the forward runs the block
@@ -18,11 +20,10 @@
 
 #include "ac/op_trace.h"
 #include "config/enums.h"
+#include "model/llama.h"
 #include "util/error.h"
 
 namespace titan::ac {
-
-using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // Receives the op trace of each checkpointed block's forward, for an observer that traces the
 // block's ops at the same time (the numerics trace at op level): a checked block's forward holds
@@ -38,7 +39,7 @@ class OpTraceSink {
   virtual void add_ops(const std::vector<OpRecord>& ops) = 0;
 };
 
-struct CheckpointOptions {
+struct RecomputeOptions {
   std::string block_name = "block";  // "layers.3"
   bool preserve_rng_state = true;
   RecomputeCheck check = RecomputeCheck::kDefault;
@@ -57,13 +58,14 @@ class RecomputeMismatch : public CheckFailure {
   RecomputeMismatch(std::string block, std::string finding, std::string traces, bool debug,
                     std::string debug_dir);
 
-  // The same mismatch, its message naming `step`. In debug mode it first prints both traces to
-  // stderr and (with a debug_dir) writes them to <debug_dir>/step<N>_<block>.txt, named in the
-  // hint.
+  // The same mismatch, its message naming `step`. In debug mode it carries both traces as its
+  // details (printed with the error) and (with a debug_dir) writes them to
+  // <debug_dir>/step<N>_<block>.txt, named in the hint.
   RecomputeMismatch at_step(int64_t step) const;
 
  private:
-  RecomputeMismatch(const RecomputeMismatch& unnamed, int64_t step, const std::string& hint);
+  RecomputeMismatch(const RecomputeMismatch& unnamed, int64_t step, const std::string& hint,
+                    const std::string& details = "");
 
   std::string block_, finding_, traces_;
   bool debug_ = false;
@@ -74,6 +76,7 @@ class RecomputeMismatch : public CheckFailure {
 // simply runs block(x). Requires: `block` depends only on x, its parameters and RNG (anything it
 // captures must stay alive until the backward). Throws RecomputeMismatch from the backward when
 // the check finds a difference.
-at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options);
+at::Tensor run_recomputed(const BlockFunction& block, const at::Tensor& x,
+                          const RecomputeOptions& options);
 
 }  // namespace titan::ac

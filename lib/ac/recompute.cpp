@@ -1,4 +1,4 @@
-#include "ac/checkpoint.h"
+#include "ac/recompute.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
@@ -55,8 +55,8 @@ class ForkedRng {
 
 // Everything the backward needs, owned by the autograd graph.
 struct CheckpointState : torch::CustomClassHolder {
-  BlockFn block;
-  CheckpointOptions options;
+  BlockFunction block;
+  RecomputeOptions options;
   std::optional<RngStates> rng;
   bool autocast = false;
   at::ScalarType autocast_dtype = at::kBFloat16;
@@ -138,7 +138,8 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
 }  // namespace
 
-at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x, const CheckpointOptions& options) {
+at::Tensor run_recomputed(const BlockFunction& block, const at::Tensor& x,
+                          const RecomputeOptions& options) {
   if (!at::GradMode::is_enabled() || !x.requires_grad()) return block(x);
   auto state = c10::make_intrusive<CheckpointState>();
   state->block = block;

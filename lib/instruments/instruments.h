@@ -1,0 +1,39 @@
+// The run's instruments, built from its config: the one place that lists them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/run_folder.h"
+#include "instruments/instrument.h"
+#include "instruments/numerics_trace.h"
+#include "model/llama.h"
+#include "model/model_args.h"
+#include "step/step.h"
+
+namespace titan {
+
+// What the instruments are built from.
+struct InstrumentSetup {
+  const Config& config;
+  RunFolder folder;
+  int64_t rank = 0;
+  ModelArgs args;
+  StepOptions step_options;
+  Transformer model{nullptr};
+  std::string dataset;              // the data source, as the start-up log names it
+  bool writes_tensorboard = false;  // this rank writes event files (histograms)
+  // The numerics tracer (make_numerics_tracer): built before activation checkpointing, which
+  // passes it the ops of the blocks it checks; null when neither numerics.log nor the rerun
+  // check needs it.
+  std::shared_ptr<NumericsTracer> tracer;
+};
+
+// The instruments the config arms, in the order they are called: the numerics tracer, the
+// per-layer norms, precision attribution, the rerun check. Writes nothing.
+std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);
+
+}  // namespace titan
