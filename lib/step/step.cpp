@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <new>
+#include <optional>
 #include <regex>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "step/gradient_reducer.h"
 #include "step/pairwise_sum.h"
 #include "util/autocast.h"
+#include "util/blas_threads.h"
 #include "util/error.h"
 #include "util/stopwatch.h"
 
@@ -124,6 +126,11 @@ at::Tensor forward_and_backward(const StepTarget& target, const StepOptions& opt
                                 const std::vector<StepObserver*>& observers) {
   const double tokens = tokens_in_step(*request.batches, options.data_parallel);
   const bool per_sequence = options.batch_invariant;
+  // OpenBLAS splits a matmul's work by its thread count, and some kernel sets (Haswell's) then
+  // round differently: batch-invariant steps run the BLAS on one thread, so that their bits do
+  // not depend on training.cpu_threads (titan's own kernels split rows, never a sum).
+  std::optional<SingleThreadedBlasScope> one_blas_thread;
+  if (per_sequence) one_blas_thread.emplace();
   at::Tensor loss_sum =
       at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
   PairwiseSum tree;
