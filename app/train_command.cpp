@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <ostream>
@@ -35,6 +36,7 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
   install_stop_signal_handlers();
   RunContextOptions options;
   options.errors = &std::cerr;
+  options.console_is_terminal = ::isatty(STDOUT_FILENO) == 1;
   Run::open(request.config, out, options)->train();
   return kExitOk;
 }

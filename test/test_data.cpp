@@ -24,7 +24,7 @@ TrainingConfig dataset(const std::string& kind, const std::string& path = "") {
 
 std::shared_ptr<const TokenSource> source(const TrainingConfig& t, uint64_t seed = 1,
                                           int64_t window = 17, int64_t vocab = 2048) {
-  return make_token_source(t, seed, window, vocab);
+  return make_token_source(training_dataset(t), seed, window, vocab);
 }
 
 template <class T>

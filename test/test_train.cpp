@@ -51,7 +51,8 @@ TEST_CASE(
   c.training.steps = 100;
   c.lr_scheduler.warmup_steps = 10;
   // Unigram entropy of the token stream the run will see (same seed, same windows).
-  DataLoader probe(make_token_source(c.training, 1234, c.training.seq_len + 1, 512), 8, 64);
+  DataLoader probe(
+      make_token_source(training_dataset(c.training), 1234, c.training.seq_len + 1, 512), 8, 64);
   std::map<int32_t, double> counts;
   double n = 0;
   for (int i = 0; i < 400; ++i) {

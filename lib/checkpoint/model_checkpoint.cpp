@@ -109,6 +109,8 @@ at::ScalarType export_scalar_type(ExportDtype dtype) {
       return at::kFloat;
     case ExportDtype::kBfloat16:
       return at::kBFloat16;
+    case ExportDtype::kFloat16:
+      return at::kHalf;
   }
   throw std::logic_error("unhandled ExportDtype");
 }

@@ -12,6 +12,8 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'I', 'T', 'N', 'S', 'T', 'A', 'T'};
 constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersionWithInstruments = 2;
+constexpr uint32_t kMaxInstruments = 64;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the encoding is little-endian");
 
@@ -28,6 +30,10 @@ class Writer {
     at::Tensor c = t.contiguous();
     put<int64_t>(c.numel());
     out_.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+  }
+  void put_string(const std::string& s) {
+    put<uint64_t>(s.size());
+    out_ += s;
   }
   std::string take() { return std::move(out_); }
 
@@ -52,6 +58,11 @@ class Reader {
     at::Tensor t = at::empty({n}, at::kByte);
     std::memcpy(t.data_ptr(), take(static_cast<size_t>(n)), static_cast<size_t>(n));
     return t;
+  }
+  std::string get_string() {
+    const auto n = get<uint64_t>();
+    if (n > bytes_.size()) fail("a string length is larger than the file");
+    return std::string(take(static_cast<size_t>(n)), static_cast<size_t>(n));
   }
   void expect_end() {
     if (at_ != bytes_.size())
@@ -78,13 +89,14 @@ class Reader {
 }  // namespace
 
 bool TrainState::operator==(const TrainState& o) const {
-  return step == o.step && tokens_seen == o.tokens_seen && loader == o.loader && rng == o.rng;
+  return step == o.step && tokens_seen == o.tokens_seen && loader == o.loader && rng == o.rng &&
+         instruments == o.instruments;
 }
 
 std::string encode_train_state(const TrainState& s) {
   Writer w;
   for (char c : kMagic) w.put(c);
-  w.put(kVersion);
+  w.put(s.instruments.empty() ? kVersion : kVersionWithInstruments);
   w.put(s.step);
   w.put(s.tokens_seen);
   w.put(s.loader.epoch);
@@ -93,6 +105,12 @@ std::string encode_train_state(const TrainState& s) {
   w.put_bytes(s.rng.cpu);
   w.put<uint32_t>(static_cast<uint32_t>(s.rng.cuda.size()));
   for (const auto& state : s.rng.cuda) w.put_bytes(state);
+  if (s.instruments.empty()) return w.take();
+  w.put<uint32_t>(static_cast<uint32_t>(s.instruments.size()));
+  for (const auto& [name, bytes] : s.instruments) {
+    w.put_string(name);
+    w.put_string(bytes);
+  }
   return w.take();
 }
 
@@ -101,8 +119,10 @@ TrainState decode_train_state(const std::string& bytes, const std::string& sourc
   for (char c : kMagic) {
     if (r.get<char>() != c) r.fail("wrong magic number (expected TITNSTAT)");
   }
-  if (auto version = r.get<uint32_t>(); version != kVersion) {
-    r.fail(fmt::format("format version {} (this titan-train reads version {})", version, kVersion));
+  const auto version = r.get<uint32_t>();
+  if (version != kVersion && version != kVersionWithInstruments) {
+    r.fail(fmt::format("format version {} (this titan-train reads versions {} and {})", version,
+                       kVersion, kVersionWithInstruments));
   }
   TrainState s;
   s.step = r.get<int64_t>();
@@ -114,6 +134,14 @@ TrainState decode_train_state(const std::string& bytes, const std::string& sourc
   const auto devices = r.get<uint32_t>();
   if (devices > 1024) r.fail(fmt::format("{} CUDA generator states", devices));
   for (uint32_t i = 0; i < devices; ++i) s.rng.cuda.push_back(r.get_bytes());
+  if (version == kVersionWithInstruments) {
+    const auto count = r.get<uint32_t>();
+    if (count > kMaxInstruments) r.fail(fmt::format("{} instrument states", count));
+    for (uint32_t i = 0; i < count; ++i) {
+      std::string name = r.get_string();
+      s.instruments[name] = r.get_string();
+    }
+  }
   r.expect_end();
   if (s.step < 0 || s.tokens_seen < 0) r.fail("negative step or token count");
   return s;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "data/loader.h"
@@ -19,12 +20,15 @@ struct TrainState {
   int64_t tokens_seen = 0;  // over all ranks, up to and including `step`
   LoaderState loader;       // this rank's data position
   RngState rng;             // global generators (CPU, every CUDA device)
+  // The instruments' own positions (validation's reader), by instrument name: opaque bytes.
+  std::map<std::string, std::string> instruments;
 
   bool operator==(const TrainState& other) const;
   bool operator!=(const TrainState& other) const { return !(*this == other); }
 };
 
-// "TITNSTAT", a format version, then the fields, little-endian.
+// "TITNSTAT", a format version, then the fields, little-endian: version 1 without instrument
+// states (written when there are none, so such files read anywhere), version 2 with them.
 std::string encode_train_state(const TrainState& state);
 
 // Inverse of encode_train_state. Throws RuntimeFailure naming `source` (a file name, for messages)

@@ -60,6 +60,7 @@ cxxopts::Options make_parser(const std::vector<FieldSpec>& fields) {
   adder("print-config", "", cxxopts::value<bool>());
   for (auto& flag : kConfigFileFlags) adder(flag, "", cxxopts::value<std::string>());
   for (auto& f : fields) {
+    if (contains(kConfigFileFlags, f.name())) continue;  // --job.config_file names the file
     if (is_bool(&f)) {
       adder(f.name(), f.help, cxxopts::value<std::string>()->implicit_value("true"));
     } else {
@@ -174,6 +175,7 @@ CliRequest parse_command_line(const std::vector<std::string>& args) {
 
   if (!request.config_file.empty()) apply_toml_file(request.config, request.config_file);
   for (auto& [name, value] : overrides) apply_override(request.config, name, value);
+  resolve_deprecated_keys(request.config);
   validate(request.config);
   return request;
 }

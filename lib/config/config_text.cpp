@@ -4,6 +4,7 @@
 #include "config/field_io.h"
 #include "config/loader.h"
 #include "config/schema.h"
+#include "util/strings.h"
 
 namespace titan {
 
@@ -24,6 +25,55 @@ std::string to_toml(const Config& config) {
     }
   }
   return out;
+}
+
+namespace {
+
+// A TOML value of the field table as JSON: the same text for numbers and booleans, strings and
+// lists re-quoted, unset optionals null.
+std::string json_value(const FieldSpec& f) {
+  if (!f.has_value()) return "null";
+  std::string toml = f.value_as_toml();
+  if (toml == "inf" || toml == "-inf" || toml == "nan") return "\"" + toml + "\"";
+  return toml;  // TOML basic strings and arrays of them are JSON strings and arrays
+}
+
+// Sections as nested JSON objects: "training.dataloader" inside "training".
+struct JsonSection {
+  std::vector<std::pair<std::string, std::string>> values;  // key, JSON value
+  std::vector<std::pair<std::string, JsonSection>> children;
+  JsonSection& child(const std::string& name) {
+    for (auto& [n, c] : children) {
+      if (n == name) return c;
+    }
+    children.emplace_back(name, JsonSection());
+    return children.back().second;
+  }
+  std::string format(int indent) const {
+    const std::string pad(static_cast<size_t>(indent + 2), ' ');
+    std::vector<std::string> items;
+    for (const auto& [k, v] : values) items.push_back(fmt::format("{}\"{}\": {}", pad, k, v));
+    for (const auto& [n, c] : children)
+      items.push_back(fmt::format("{}\"{}\": {}", pad, n, c.format(indent + 2)));
+    if (items.empty()) return "{}";
+    return "{\n" + fmt::format("{}", fmt::join(items, ",\n")) + "\n" +
+           std::string(static_cast<size_t>(indent), ' ') + "}";
+  }
+};
+
+}  // namespace
+
+std::string to_json(const Config& config) {
+  Config copy = config;
+  JsonSection root;
+  for (const auto& section : config_sections()) {
+    JsonSection* node = &root;
+    for (const auto& part : split_list(section, '.')) node = &node->child(part);
+    for (auto& f : config_fields(copy)) {
+      if (f.section == section) node->values.emplace_back(f.key, json_value(f));
+    }
+  }
+  return root.format(0) + "\n";
 }
 
 std::string help_text() {
@@ -62,6 +112,11 @@ std::string help_text() {
         std::string choices;
         for (auto& c : f.choices) choices += (choices.empty() ? "" : " | ") + c;
         out += fmt::format("      one of: {}\n", choices);
+      }
+      if (f.kind == KeyKind::kNoEffect) {
+        out += fmt::format("      no effect here: {}\n", f.note);
+      } else if (f.kind == KeyKind::kRefused) {
+        out += fmt::format("      refused unless {}: {}\n", default_text, f.note);
       }
     }
   }

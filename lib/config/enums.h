@@ -12,8 +12,22 @@
 
 namespace titan {
 
-enum class Flavor { kTiny, kDebugModel, kDebugModelWide, k1B, k8B, k70B, k405B };
-enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens };
+// The last four are torchtitan's flex and varlen attention variants, refused (validate()).
+enum class Flavor {
+  kTiny,
+  kDebugModel,
+  kDebugModelWide,
+  k1B,
+  k8B,
+  k70B,
+  k405B,
+  kDebugModelFlexAttn,
+  kDebugModelVarlenAttn,
+  k8BFlex,
+  k8BVarlen,
+};
+// The c4 kinds read a local copy in the c4 layout (data/sources.h).
+enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens, kC4, kC4Test, kC4Validation };
 enum class TokenDtype { kUint16, kUint32 };
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 // [comm] backend: the collectives of several processes (see lib/distributed/process_group.h).
@@ -21,8 +35,14 @@ enum class CommBackend { kAuto, kGloo, kNccl };
 // [training] mixed_precision_param: kAuto is bfloat16 autocast on CUDA and float32 on CPU.
 enum class MixedPrecision { kBfloat16, kFloat32, kAuto };
 enum class DecayType { kLinear, kSqrt, kCosine };
-enum class ExportDtype { kFloat32, kBfloat16 };
-enum class AcMode { kNone, kFull, kSelective };
+enum class ExportDtype { kFloat32, kBfloat16, kFloat16 };
+// kMemoryBudget (torchtitan's, needs torch.compile) is refused (validate()).
+enum class AcMode { kNone, kFull, kSelective, kMemoryBudget };
+// [training] dtype: the parameters' dtype while building the model (bfloat16 is refused).
+enum class TrainingDtype { kFloat32, kBfloat16 };
+// [optimizer] implementation: PyTorch's three AdamW code paths; titan-train's computes the same
+// bits whichever is named.
+enum class OptimizerImplementation { kFused, kForeach, kForLoop };
 // [debug] numerics_trace: what numerics.log records (see lib/train/numerics_trace.h).
 enum class NumericsTrace { kNone, kBlocks, kOps };
 // [debug] rerun_on: which steps the rerun check re-executes (see lib/train/rerun.h).
@@ -99,5 +119,9 @@ template <>
 const std::vector<std::string>& enum_names<PrecisionReference>();
 template <>
 const std::vector<std::string>& enum_names<GradNormAccumulate>();
+template <>
+const std::vector<std::string>& enum_names<TrainingDtype>();
+template <>
+const std::vector<std::string>& enum_names<OptimizerImplementation>();
 
 }  // namespace titan

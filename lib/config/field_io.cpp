@@ -24,17 +24,8 @@ std::optional<double> numeric_value(const FieldSpec& spec) {
   return std::nullopt;
 }
 
-// The key's default, as TOML text, for hints ("" when unset by default).
-std::string default_value_text(const FieldSpec& spec) {
-  Config defaults;
-  for (auto& f : config_fields(defaults)) {
-    if (f.name() == spec.name()) return f.value_as_toml();
-  }
-  return "";
-}
-
 std::string default_hint(const FieldSpec& spec) {
-  std::string value = default_value_text(spec);
+  std::string value = default_value_of(spec);
   return value.empty() ? "" : fmt::format("the default is {} = {}", spec.key, value);
 }
 
@@ -196,6 +187,16 @@ void set_field_from_text(const FieldSpec& spec, const std::string& text, const s
       *v = std::move(values);
       return true;
     }
+    bool operator()(std::vector<std::string>* v) const {  // "a,b"; "" is the empty list
+      *v = split_list(text, ',');
+      return true;
+    }
+    bool operator()(StringLists* v) const {  // "a,b;c": [["a", "b"], ["c"]]
+      StringLists lists;
+      for (const auto& part : split_list(text, ';')) lists.push_back(split_list(part, ','));
+      *v = std::move(lists);
+      return true;
+    }
   };
   const bool is_text = std::holds_alternative<std::string*>(spec.target) ||
                        std::holds_alternative<EnumTarget>(spec.target);
@@ -223,6 +224,8 @@ std::string example_value(const FieldSpec& spec) {
   if (!spec.choices.empty()) return toml_quote(spec.choices.front());
   if (!spec.has_value()) return spec.type_name() == "integer" ? "42" : "0.5";
   if (std::holds_alternative<std::vector<int64_t>*>(spec.target)) return "[100, 200]";
+  if (std::holds_alternative<std::vector<std::string>*>(spec.target)) return "[\"a\", \"b\"]";
+  if (std::holds_alternative<StringLists*>(spec.target)) return "[[\"a\", \"b\"], [\"c\"]]";
   return spec.value_as_toml();
 }
 

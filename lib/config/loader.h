@@ -44,7 +44,15 @@ std::vector<std::string> config_warnings(const Config& config);
 // The resolved config as a TOML document that apply_toml reads back to the same Config.
 std::string to_toml(const Config& config);
 
-// --help: every key with its type, default and help, from the field table.
+// The resolved config as JSON, one object per section, nested as torchtitan's JobConfig is
+// ("training": {..., "dataloader": {...}}): job.print_config and job.save_config_file.
+std::string to_json(const Config& config);
+
+// torchtitan's deprecated aliases: a set model.tokenizer_path replaces model.hf_assets_path
+// (config_warnings then says so).
+void resolve_deprecated_keys(Config& config);
+
+// --help: every key with its type, default, kind and help, from the field table.
 std::string help_text();
 
 }  // namespace titan

@@ -41,7 +41,11 @@ std::optional<int64_t> rank_of_copy(RunFile file, const std::string& name) {
 RunFolder::RunFolder(const Config& config)
     : path_(config.job.dump_folder),
       tensorboard_(config.metrics.save_tb_folder),
-      checkpoint_(config.checkpoint.folder) {}
+      checkpoint_(config.checkpoint.folder),
+      profile_traces_(config.profiling.save_traces_folder),
+      memory_snapshots_(config.profiling.save_memory_snapshot_folder),
+      comm_traces_(config.comm.save_traces_folder),
+      config_json_(config.job.save_config_file) {}
 
 RunFolder::RunFolder(std::string dump_folder) : path_(std::move(dump_folder)) {}
 
@@ -62,6 +66,12 @@ std::string RunFolder::subfolder(RunSubfolder folder) const {
       return path_ + "/precision";
     case RunSubfolder::kAcDebug:
       return path_ + "/ac_debug";
+    case RunSubfolder::kProfileTraces:
+      return path_ + "/" + profile_traces_;
+    case RunSubfolder::kMemorySnapshots:
+      return path_ + "/" + memory_snapshots_;
+    case RunSubfolder::kCommTraces:
+      return path_ + "/" + comm_traces_;
   }
   throw std::logic_error("unhandled RunSubfolder");
 }

@@ -13,6 +13,10 @@
 //   rerun/step<N>[.rank<R>].txt      rerun reports
 //   precision/step<N>.{txt,json}     precision attribution reports
 //   ac_debug/step<N>_<block>.txt     recompute checker traces (activation_checkpoint.debug)
+//   <profiling.save_traces_folder>/iteration_<N>/rank<R>_trace.json   profiler traces
+//   <profiling.save_memory_snapshot_folder>/iteration_<N>/...          CUDA memory snapshots
+//   <comm.save_traces_folder>/<save_traces_file_prefix><R>            NCCL flight recorder dumps
+//   <job.save_config_file>           rank 0: the resolved config as JSON, when named
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,16 @@ namespace titan {
 enum class RunFile { kConfig, kMetrics, kFingerprint, kNumerics, kLock };
 
 // The folders a run makes inside its folder (or, for an absolute checkpoint.folder, anywhere).
-enum class RunSubfolder { kCheckpoint, kTensorBoard, kRerun, kPrecision, kAcDebug };
+enum class RunSubfolder {
+  kCheckpoint,
+  kTensorBoard,
+  kRerun,
+  kPrecision,
+  kAcDebug,
+  kProfileTraces,
+  kMemorySnapshots,
+  kCommTraces,
+};
 
 // Rank 0's name of `file` ("fingerprint.log"); rank_file_name gives another rank's.
 const char* run_file_name(RunFile file);
@@ -60,6 +73,9 @@ class RunFolder {
   // make_output_folder). Returns its path.
   std::string make(RunSubfolder folder) const;
 
+  // job.save_config_file's path, or "" when none is named.
+  std::string config_json() const { return config_json_.empty() ? "" : path_ + "/" + config_json_; }
+
   // A report file in a subfolder: rank `rank`'s copy of `name` there.
   std::string report(RunSubfolder folder, const std::string& name, int64_t rank = 0) const;
 
@@ -67,6 +83,10 @@ class RunFolder {
   std::string path_;
   std::string tensorboard_ = "tb";
   std::string checkpoint_ = "checkpoint";
+  std::string profile_traces_ = "profile_traces";
+  std::string memory_snapshots_ = "memory_snapshot";
+  std::string comm_traces_ = "comm_traces";
+  std::string config_json_;
 };
 
 }  // namespace titan

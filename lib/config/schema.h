@@ -23,8 +23,22 @@ struct EnumTarget {
 
 // A std::vector<int64_t> is a list of integers: a TOML array, "1,2,3" on the command line; the
 // bounds apply to each element.
+// A std::vector<std::string> is a list of strings: a TOML array of strings, "a,b" on the command
+// line. A list of string lists (torchtitan's module_fqns_per_model_part) is "a,b;c" there.
+using StringLists = std::vector<std::vector<std::string>>;
 using FieldTarget = std::variant<bool*, int64_t*, double*, std::string*, std::optional<int64_t>*,
-                                 std::optional<double>*, EnumTarget, std::vector<int64_t>*>;
+                                 std::optional<double>*, EnumTarget, std::vector<int64_t>*,
+                                 std::vector<std::string>*, StringLists*>;
+
+// What a key does here (docs/configuration.md has the table):
+//   kWorks     as in torchtitan (or titan-train's own key);
+//   kNoEffect  accepted, no effect on the math: a performance knob without a C++ counterpart, or
+//              a setting read only by a feature that is refused; a non-default value is named
+//              in the start-up log with `note` (why);
+//   kRefused   any value but the default would change the model, its layout or its numerics in
+//              a way titan-train does not implement: exit 2 before any output, naming the key,
+//              the value and `note` (what to use instead).
+enum class KeyKind { kWorks, kNoEffect, kRefused };
 
 struct FieldSpec {
   std::string section;
@@ -41,6 +55,11 @@ struct FieldSpec {
   // or that fingerprint.log records separately in resolved form (device, threads): the config
   // hash in fingerprint.log leaves them out.
   bool excluded_from_hash = false;
+  // Keys added after runs were fingerprinted enter the hash only at a non-default value, so that
+  // a run that leaves them alone keeps its config_hash.
+  bool hashed_when_changed = false;
+  KeyKind kind = KeyKind::kWorks;
+  std::string note;  // kNoEffect: why; kRefused: what to use instead
   // The Config's toml_locations entry for this key: set by the TOML reader, cleared when a flag
   // overrides the value.
   std::string* toml_location = nullptr;
@@ -52,6 +71,9 @@ struct FieldSpec {
   std::string value_as_toml() const;
   bool has_value() const;
 };
+
+// "works", "no effect", "refused".
+const char* to_string(KeyKind kind);
 
 // Every field of `config`, in section order, each pointing into `config`.
 // Requires: `config` outlives the returned specs.
@@ -72,8 +94,12 @@ std::vector<ConfigKeyDifference> config_differences(Config a, Config b);
 std::string suggest_field_name(const std::string& name, const std::vector<FieldSpec>& fields,
                                const std::vector<std::string>& other_names = {});
 
-// The section names, in the order they are printed.
+// The section names, in the order they are printed ("training.dataloader" is a section of its
+// own, printed as a TOML table of its own).
 std::vector<std::string> config_sections();
+
+// The value of `spec` in `defaults` (a default-constructed Config's field table) as TOML text.
+std::string default_value_of(const FieldSpec& spec);
 
 // Quotes and escapes `s` as a TOML basic string.
 std::string toml_quote(const std::string& s);

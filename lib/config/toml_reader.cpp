@@ -60,6 +60,38 @@ bool assign(const FieldSpec& spec, const toml::node& node, const std::string& va
       *v = std::move(values);
       return true;
     }
+    bool operator()(std::vector<std::string>* v) const {
+      if (node.is_string()) {  // torchtitan's list[str] | str: a comma-separated string
+        *v = split_list(*node.value<std::string>(), ',');
+        return true;
+      }
+      auto strings = string_items(node);
+      if (!strings) return false;
+      *v = std::move(*strings);
+      return true;
+    }
+    bool operator()(StringLists* v) const {
+      const toml::array* array = node.as_array();
+      if (!array) return false;
+      StringLists lists;
+      for (const auto& item : *array) {
+        auto strings = string_items(item);
+        if (!strings) return false;
+        lists.push_back(std::move(*strings));
+      }
+      *v = std::move(lists);
+      return true;
+    }
+    static std::optional<std::vector<std::string>> string_items(const toml::node& n) {
+      const toml::array* array = n.as_array();
+      if (!array) return std::nullopt;
+      std::vector<std::string> items;
+      for (const auto& item : *array) {
+        if (!item.is_string()) return std::nullopt;
+        items.push_back(*item.value<std::string>());
+      }
+      return items;
+    }
     bool operator()(std::string*) const { return set_text(); }
     bool operator()(const EnumTarget&) const { return set_text(); }
     bool set_text() const {
@@ -147,6 +179,82 @@ void check_toml_nesting(const std::string& text, const std::string& source) {
 
 }  // namespace
 
+namespace {
+
+// toml++ tables iterate in key order; problems are reported in file order instead.
+std::vector<toml::key> keys_in_file_order(const toml::table& table) {
+  std::vector<toml::key> keys;
+  for (auto&& [key, node] : table) keys.push_back(key);
+  std::sort(keys.begin(), keys.end(), [](const toml::key& a, const toml::key& b) {
+    const auto &pa = a.source().begin, &pb = b.source().begin;
+    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
+  });
+  return keys;
+}
+
+// Whether `name` is a section, or the start of one ("quantize", "quantize.linear").
+bool is_section_or_parent(const std::string& name, const std::vector<std::string>& sections) {
+  for (const auto& s : sections) {
+    if (s == name || s.rfind(name + ".", 0) == 0) return true;
+  }
+  return false;
+}
+
+class TomlApplier {
+ public:
+  TomlApplier(Config& config, std::string source)
+      : fields_(config_fields(config)), sections_(config_sections()), source_(std::move(source)) {}
+
+  void apply_root(const toml::table& root) {
+    for (const auto& key : keys_in_file_order(root)) {
+      const std::string name(key.str());
+      const std::string at = where(source_, key.source());
+      const auto* table = root.get(key)->as_table();
+      if (!table) {
+        std::string guess = suggest_field_name(name, fields_);
+        throw ConfigError(
+            at, fmt::format("key '{}' must be inside a [section]", name),
+            guess.empty() ? "see --help for the sections" : fmt::format("did you mean {}?", guess));
+      }
+      if (!is_section_or_parent(name, sections_)) unknown_section(name, at);
+      apply_table(name, *table);
+    }
+  }
+
+ private:
+  // The keys of section `section` (or of a parent of sections, which holds tables only).
+  void apply_table(const std::string& section, const toml::table& table) {
+    const bool is_section =
+        std::find(sections_.begin(), sections_.end(), section) != sections_.end();
+    for (const auto& key : keys_in_file_order(table)) {
+      const toml::node& node = *table.get(key);
+      const std::string name = section + "." + std::string(key.str());
+      const std::string at = where(source_, key.source());
+      if (node.is_table() && is_section_or_parent(name, sections_)) {
+        apply_table(name, *node.as_table());
+      } else if (is_section) {
+        apply_key(section, std::string(key.str()), node, at, where(source_, node.source()),
+                  fields_);
+      } else {
+        unknown_section(name, at);
+      }
+    }
+  }
+
+  [[noreturn]] void unknown_section(const std::string& name, const std::string& at) const {
+    std::string guess = closest_match(name, sections_);
+    throw ConfigError(at, fmt::format("unknown section [{}]", name),
+                      guess.empty() ? "valid sections: " + join_quoted(sections_)
+                                    : fmt::format("did you mean [{}]?", guess));
+  }
+
+  std::vector<FieldSpec> fields_;
+  std::vector<std::string> sections_;
+  std::string source_;
+};
+
+}  // namespace
+
 void apply_toml(Config& config, const std::string& text, const std::string& source) {
   check_toml_nesting(text, source);
   toml::table root;
@@ -156,41 +264,7 @@ void apply_toml(Config& config, const std::string& text, const std::string& sour
     throw ConfigError(where(source, err.source()), std::string(err.description()),
                       "fix the TOML syntax at that position");
   }
-  auto fields = config_fields(config);
-  auto sections = config_sections();
-  // toml++ tables iterate in key order; report problems in file order instead.
-  auto by_position = [](const toml::key& a, const toml::key& b) {
-    const auto &pa = a.source().begin, &pb = b.source().begin;
-    return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
-  };
-  std::vector<toml::key> section_keys;
-  for (auto&& [section_key, node] : root) section_keys.push_back(section_key);
-  std::sort(section_keys.begin(), section_keys.end(), by_position);
-  for (const auto& section_key : section_keys) {
-    std::string section(section_key.str());
-    std::string at = where(source, section_key.source());
-    auto* table = root.get(section_key)->as_table();
-    if (!table) {
-      std::string guess = suggest_field_name(section, fields);
-      throw ConfigError(
-          at, fmt::format("key '{}' must be inside a [section]", section),
-          guess.empty() ? "see --help for the sections" : fmt::format("did you mean {}?", guess));
-    }
-    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
-      std::string guess = closest_match(section, sections);
-      throw ConfigError(at, fmt::format("unknown section [{}]", section),
-                        guess.empty() ? "valid sections: " + join_quoted(sections)
-                                      : fmt::format("did you mean [{}]?", guess));
-    }
-    std::vector<toml::key> keys;
-    for (auto&& [key, node] : *table) keys.push_back(key);
-    std::sort(keys.begin(), keys.end(), by_position);
-    for (const auto& key : keys) {
-      const toml::node& node = *table->get(key);
-      apply_key(section, std::string(key.str()), node, where(source, key.source()),
-                where(source, node.source()), fields);
-    }
-  }
+  TomlApplier(config, source).apply_root(root);
 }
 
 void apply_toml_file(Config& config, const std::string& path) {

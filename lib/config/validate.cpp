@@ -9,16 +9,14 @@
 
 #include "config/limits.h"
 #include "config/loader.h"
+#include "config/validate_keys.h"
 #include "util/error.h"
 
 namespace titan {
 namespace {
 
-// "file:line:col: section.key" when the TOML file set the key, else "section.key".
 std::string where(const Config& config, const std::string& key) {
-  auto it = config.toml_locations.find(key);
-  if (it == config.toml_locations.end() || it->second.empty()) return key;
-  return it->second + ": " + key;
+  return key_location(config, key);
 }
 
 void check_batch(const Config& config) {
@@ -49,7 +47,10 @@ void check_batch(const Config& config) {
 
 void check_dataset(const Config& config) {
   const TrainingConfig& t = config.training;
-  if (t.dataset != DatasetKind::kSynthetic && t.dataset_path.empty()) {
+  const bool has_default_path =
+      t.dataset == DatasetKind::kSynthetic || t.dataset == DatasetKind::kC4Test ||
+      t.dataset == DatasetKind::kC4 || t.dataset == DatasetKind::kC4Validation;
+  if (!has_default_path && t.dataset_path.empty()) {
     throw ConfigError(where(config, "training.dataset"),
                       fmt::format("dataset \"{}\" needs a dataset_path", to_string(t.dataset)),
                       "set training.dataset_path to a file or folder, or use dataset = "
@@ -57,15 +58,16 @@ void check_dataset(const Config& config) {
   }
 }
 
-// "1" to kMaxSelectiveAcEvery; longer digit strings are refused before they could overflow.
+// "0" (every block, as torchtitan reads it) to kMaxSelectiveAcEvery; longer digit strings are
+// refused before they could overflow.
 std::optional<int64_t> selective_ac_every(const std::string& option) {
   if (option.empty() || option.size() > 7 ||
       option.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   const int64_t every = std::strtoll(option.c_str(), nullptr, 10);  // at most 7 digits: no overflow
-  if (every < 1 || every > limits::kMaxSelectiveAcEvery) return std::nullopt;
-  return every;
+  if (every > limits::kMaxSelectiveAcEvery) return std::nullopt;
+  return every == 0 ? 1 : every;
 }
 
 // Only selective mode reads the option: "none" and "full" ignore it, so do not refuse it there.
@@ -112,19 +114,8 @@ void check_metrics(const Config& config) {
 }
 
 void check_parallelism(const Config& config) {
+  // Tensor, pipeline and context degrees other than 1 are refused keys (check_key_kinds).
   const ParallelismConfig& p = config.parallelism;
-  const std::pair<const char*, int64_t> unsupported[] = {
-      {"parallelism.tensor_parallel_degree", p.tensor_parallel_degree},
-      {"parallelism.pipeline_parallel_degree", p.pipeline_parallel_degree},
-      {"parallelism.context_parallel_degree", p.context_parallel_degree}};
-  for (const auto& [key, degree] : unsupported) {
-    if (degree == 1) continue;
-    throw ConfigError(
-        where(config, key),
-        fmt::format("{} is not supported: titan-train parallelizes over data only", degree),
-        "set it to 1 and use parallelism.data_parallel_replicate_degree (or "
-        "data_parallel_shard_degree) for more processes");
-  }
   const std::pair<const char*, int64_t> data_parallel[] = {
       {"parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree},
       {"parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree}};
@@ -244,22 +235,28 @@ int64_t ac_block_period(const ActivationCheckpointConfig& ac) {
       return 0;
     case AcMode::kFull:
       return 1;
+    case AcMode::kMemoryBudget:
+      throw ConfigError("activation_checkpoint.mode",
+                        "\"memory_budget\" needs torch.compile's min-cut partitioner, which "
+                        "titan-train does not have",
+                        "use mode = \"full\" (the least memory) or \"selective\"");
     case AcMode::kSelective:
       break;
   }
   const char* key = "activation_checkpoint.selective_ac_option";
-  if (ac.selective_ac_option == "op") {
-    throw ConfigError(key, "\"op\" (op-level selective activation checkpointing) is not supported",
-                      "use a positive integer N to checkpoint every Nth block, or mode = \"full\"");
-  }
+  // Op-level selective AC saves some ops' outputs inside each block; titan-train recomputes whole
+  // blocks. Recomputation computes the same bits, so this trades memory, not the math.
+  if (ac.selective_ac_option == "op") return 1;
   if (auto every = selective_ac_every(ac.selective_ac_option)) return *every;
   throw ConfigError(key,
-                    fmt::format("\"{}\" is not an integer from 1 to {}", ac.selective_ac_option,
+                    fmt::format("\"{}\" is not an integer from 0 to {}", ac.selective_ac_option,
                                 limits::kMaxSelectiveAcEvery),
                     "write selective_ac_option = \"2\" to checkpoint every 2nd block");
 }
 
 void validate(const Config& config) {
+  check_key_kinds(config);
+  check_torchtitan_keys(config);
   check_batch(config);
   check_dataset(config);
   check_activation_checkpoint(config);
@@ -269,13 +266,21 @@ void validate(const Config& config) {
 }
 
 std::vector<std::string> config_warnings(const Config& config) {
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings = key_kind_warnings(config);
   const TrainingConfig& t = config.training;
   if (t.dataset == DatasetKind::kSynthetic && !t.dataset_path.empty()) {
     warnings.push_back(
         fmt::format("{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
                     "training.dataset to text, jsonl or tokens to read it",
                     where(config, "training.dataset_path"), t.dataset_path));
+  }
+  const auto& ac = config.activation_checkpoint;
+  if (ac.mode == AcMode::kSelective && ac.selective_ac_option == "op") {
+    warnings.push_back(fmt::format(
+        "{} = \"op\": op-level selective activation checkpointing runs as full activation "
+        "checkpointing here (every block recomputed: the same gradients, less memory, more "
+        "compute)",
+        where(config, "activation_checkpoint.selective_ac_option")));
   }
   for (int64_t step : config.debug.rerun_steps) {
     if (step <= t.steps) continue;

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "data/c4_source.h"
+#include "data/data_files.h"
 #include "data/synthetic_text.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
@@ -24,67 +26,6 @@ namespace {
 constexpr int32_t kLlmcMagicU16 = 20240520;  // llm.c GPT-2 shards
 constexpr int32_t kLlmcMagicU32 = 20240801;  // llm.c Llama 3 shards
 constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
-
-[[noreturn]] void data_error(const std::string& where, const std::string& what,
-                             const std::string& hint = "") {
-  throw ConfigError(where, what, hint);
-}
-
-// The files to read: `path` itself, or the files with `extension` in that folder, sorted.
-std::vector<std::string> list_files(const std::string& path, const std::string& extension) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) {
-    data_error("training.dataset_path",
-               fmt::format("{}: {}", path, ec ? ec.message() : std::strerror(ENOENT)),
-               "point training.dataset_path at an existing file or folder");
-  }
-  if (!fs::is_directory(status)) return {path};
-  std::vector<std::string> files;
-  fs::directory_iterator entries(path, ec);
-  for (; !ec && entries != fs::directory_iterator(); entries.increment(ec)) {
-    const fs::path& entry = entries->path();
-    if (entry.extension() != extension) continue;
-    // A file of the folder that is not a regular file (a FIFO, a device, a link that loops or
-    // dangles) is named, not skipped: the user meant it as data.
-    struct stat st {};
-    if (::stat(entry.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      const int code = errno;
-      data_error(entry.string(),
-                 S_ISREG(st.st_mode) || st.st_mode == 0
-                     ? std::string(std::strerror(code))
-                     : "is " + file_type_name(st.st_mode) + ", not a regular file",
-                 "the data folder's " + extension + " files must be regular files");
-    }
-    files.push_back(entry.string());
-  }
-  if (ec) {
-    data_error("training.dataset_path", fmt::format("{}: {}", path, ec.message()),
-               "point training.dataset_path at a readable folder");
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) {
-    data_error("training.dataset_path",
-               fmt::format("{}: no {} files in this folder", path, extension));
-  }
-  return files;
-}
-
-std::string read_data_file(const std::string& path) {
-  try {
-    return read_file(path, static_cast<uint64_t>(process_memory_limit().bytes));
-  } catch (const std::system_error& e) {
-    data_error(path, "cannot read: " + e.code().message(),
-               e.code().value() == EFBIG ? "the file is larger than this process's memory" : "");
-  }
-}
-
-// A text file's contents without a UTF-8 byte-order mark (editors on Windows write one).
-std::string read_text_file(const std::string& path) {
-  std::string text = read_data_file(path);
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
-  return text;
-}
 
 class SyntheticSource : public TokenSource {
  public:
@@ -103,13 +44,26 @@ class SyntheticSource : public TokenSource {
   uint64_t seed_;
 };
 
+class ByteEncoder : public TextEncoder {
+ public:
+  std::vector<int32_t> encode_document(const std::string& text) const override {
+    return tokenizer_.encode(text);
+  }
+  int64_t vocab_size() const override { return ByteTokenizer::kVocabSize; }
+  std::string describe() const override { return "tokenized bytewise"; }
+
+ private:
+  ByteTokenizer tokenizer_;
+};
+
 class TextDocumentSource : public TokenSource {
  public:
-  TextDocumentSource(std::vector<std::string> docs, std::string what)
-      : docs_(std::move(docs)), what_(std::move(what)) {}
+  TextDocumentSource(std::vector<std::string> docs, std::string what,
+                     std::shared_ptr<const TextEncoder> encoder)
+      : docs_(std::move(docs)), what_(std::move(what)), encoder_(std::move(encoder)) {}
   uint64_t num_documents() const override { return docs_.size(); }
   std::vector<int32_t> document(uint64_t index) const override {
-    return tokenizer_.encode(docs_.at(index));
+    return encoder_->encode_document(docs_.at(index));
   }
   std::string describe() const override {
     return fmt::format("{} ({} documents)", what_, docs_.size());
@@ -118,7 +72,7 @@ class TextDocumentSource : public TokenSource {
  private:
   std::vector<std::string> docs_;
   std::string what_;
-  ByteTokenizer tokenizer_;
+  std::shared_ptr<const TextEncoder> encoder_;
 };
 
 std::vector<std::string> split_paragraphs(const std::string& text) {
@@ -141,19 +95,23 @@ std::vector<std::string> split_paragraphs(const std::string& text) {
   return docs;
 }
 
-std::unique_ptr<TokenSource> make_text_source(const std::string& path) {
+std::unique_ptr<TokenSource> make_text_source(const DatasetSpec& spec,
+                                              std::shared_ptr<const TextEncoder> encoder) {
+  const std::string& path = spec.path;
   std::vector<std::string> docs;
-  for (auto& file : list_files(path, ".txt")) {
+  for (auto& file : list_data_files(path, {".txt"}, spec.section + ".dataset_path")) {
     for (auto& d : split_paragraphs(read_text_file(file))) docs.push_back(std::move(d));
   }
   if (docs.empty())
     data_error(path, "no text found", "the text dataset needs non-empty .txt files");
-  return std::make_unique<TextDocumentSource>(std::move(docs), "text " + path);
+  return std::make_unique<TextDocumentSource>(std::move(docs), "text " + path, std::move(encoder));
 }
 
-std::unique_ptr<TokenSource> make_jsonl_source(const std::string& path) {
+std::unique_ptr<TokenSource> make_jsonl_source(const DatasetSpec& spec,
+                                               std::shared_ptr<const TextEncoder> encoder) {
+  const std::string& path = spec.path;
   std::vector<std::string> docs;
-  for (auto& file : list_files(path, ".jsonl")) {
+  for (auto& file : list_data_files(path, {".jsonl"}, spec.section + ".dataset_path")) {
     std::istringstream lines(read_text_file(file));
     std::string line;
     for (size_t number = 1; std::getline(lines, line); ++number) {
@@ -171,7 +129,7 @@ std::unique_ptr<TokenSource> make_jsonl_source(const std::string& path) {
     }
   }
   if (docs.empty()) data_error(path, "no documents found", "lines look like {\"text\": \"...\"}");
-  return std::make_unique<TextDocumentSource>(std::move(docs), "jsonl " + path);
+  return std::make_unique<TextDocumentSource>(std::move(docs), "jsonl " + path, std::move(encoder));
 }
 
 // Pre-tokenized shards, read fully into memory as int32.
@@ -249,25 +207,37 @@ void read_shard(const std::string& file, TokenDtype default_dtype, int64_t vocab
              : append_tokens<uint32_t>(file, bytes, 0, vocab_size, out);
 }
 
-std::unique_ptr<TokenSource> make_shard_source(const TrainingConfig& t, int64_t window,
+std::unique_ptr<TokenSource> make_shard_source(const DatasetSpec& spec, int64_t window,
                                                int64_t vocab_size) {
   std::vector<int32_t> tokens;
-  auto files = list_files(t.dataset_path, ".bin");
-  for (auto& file : files) read_shard(file, t.dataset_token_dtype, vocab_size, tokens);
+  auto files = list_data_files(spec.path, {".bin"}, spec.section + ".dataset_path");
+  for (auto& file : files) read_shard(file, spec.token_dtype, vocab_size, tokens);
   if (tokens.size() < static_cast<size_t>(window)) {
-    data_error(t.dataset_path, fmt::format("{} tokens is less than one window of {} (seq_len + 1)",
-                                           tokens.size(), window));
+    data_error(spec.path, fmt::format("{} tokens is less than one window of {} (seq_len + 1)",
+                                      tokens.size(), window));
   }
   return std::make_unique<TokenShardSource>(
-      std::move(tokens), window,
-      fmt::format("tokens {} ({} shards)", t.dataset_path, files.size()));
+      std::move(tokens), window, fmt::format("tokens {} ({} shards)", spec.path, files.size()));
 }
 
 }  // namespace
 
-std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
+std::shared_ptr<const TextEncoder> byte_encoder() {
+  static const auto encoder = std::make_shared<ByteEncoder>();
+  return encoder;
+}
+
+DatasetSpec training_dataset(const TrainingConfig& t) {
+  return DatasetSpec{t.dataset, t.dataset_path, t.dataset_token_dtype, "training"};
+}
+
+DatasetSpec validation_dataset(const ValidationConfig& v, TokenDtype token_dtype) {
+  return DatasetSpec{v.dataset, v.dataset_path, token_dtype, "validation"};
+}
+
+std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
                                                int64_t window, int64_t vocab_size) {
-  const bool bytewise = training.dataset != DatasetKind::kTokens;
+  const bool bytewise = spec.kind != DatasetKind::kTokens;
   if (bytewise && vocab_size < ByteTokenizer::kVocabSize) {
     throw ConfigError("model.flavor",
                       fmt::format("the model's vocab_size {} is smaller than the byte tokenizer's "
@@ -275,15 +245,20 @@ std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, u
                                   vocab_size, ByteTokenizer::kVocabSize),
                       "pick a flavor with a larger vocabulary (debugmodel has 2048)");
   }
-  switch (training.dataset) {
+  auto encoder = byte_encoder();
+  switch (spec.kind) {
     case DatasetKind::kSynthetic:
       return std::make_unique<SyntheticSource>(seed);
     case DatasetKind::kText:
-      return make_text_source(training.dataset_path);
+      return make_text_source(spec, encoder);
     case DatasetKind::kJsonl:
-      return make_jsonl_source(training.dataset_path);
+      return make_jsonl_source(spec, encoder);
+    case DatasetKind::kC4:
+    case DatasetKind::kC4Test:
+    case DatasetKind::kC4Validation:
+      return make_c4_source(spec.kind, spec.path, spec.section + ".dataset_path", encoder);
     case DatasetKind::kTokens:
-      return make_shard_source(training, window, vocab_size);
+      return make_shard_source(spec, window, vocab_size);
   }
   throw std::logic_error("unhandled DatasetKind");
 }

@@ -2,7 +2,9 @@
 //
 //   synthetic  infinite documents generated from the seed (SyntheticText), BOS/EOS added
 //   text       .txt file or folder of them; each paragraph (blank-line separated) is a document
-//   jsonl      one JSON object per line with a "text" field (the c4 layout)
+//   jsonl      one JSON object per line with a "text" field
+//   c4, c4_test, c4_validation
+//              torchtitan's datasets from a local copy in the c4 layout (data/c4_source.h)
 //   tokens     pre-tokenized .bin shards, uint16 or uint32 little-endian, raw or with an llm.c
 //              header; the concatenated stream is cut into window-sized documents
 #pragma once
@@ -29,11 +31,33 @@ class TokenSource {
   virtual std::string describe() const = 0;
 };
 
-// Builds the source the config names. `window` is seq_len + 1 (the tokens source cuts its
-// stream into documents of that length). Requires vocab_size > every token id it can emit.
-// Throws ConfigError (exit 2) for a missing path, an unreadable or malformed file, or a token
-// id >= vocab_size, naming the file (and line for jsonl).
-std::unique_ptr<TokenSource> make_token_source(const TrainingConfig& training, uint64_t seed,
+// A document's text as tokens, with the BOS and EOS its tokenizer adds to every document.
+class TextEncoder {
+ public:
+  virtual ~TextEncoder() = default;
+  virtual std::vector<int32_t> encode_document(const std::string& text) const = 0;
+  virtual int64_t vocab_size() const = 0;    // one more than the largest id it emits
+  virtual std::string describe() const = 0;  // for the start-up log
+};
+
+// Byte values as ids, BOS 256, EOS 257 (data/tokenizer.h).
+std::shared_ptr<const TextEncoder> byte_encoder();
+
+// What a source reads: training.dataset's keys, or validation's.
+struct DatasetSpec {
+  DatasetKind kind = DatasetKind::kSynthetic;
+  std::string path;
+  TokenDtype token_dtype = TokenDtype::kUint16;
+  std::string section = "training";  // names the keys in errors: "<section>.dataset_path"
+};
+DatasetSpec training_dataset(const TrainingConfig& training);
+DatasetSpec validation_dataset(const ValidationConfig& validation, TokenDtype token_dtype);
+
+// Builds the source `spec` names. `window` is seq_len + 1 (the tokens source cuts its stream
+// into documents of that length). Requires vocab_size > every token id it can emit. Throws
+// ConfigError (exit 2) for a missing path, an unreadable or malformed file, or a token id >=
+// vocab_size, naming the file (and line for jsonl and c4).
+std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
                                                int64_t window, int64_t vocab_size);
 
 // The "text" field of one JSON object (strict JSON: escapes, numbers and literals are checked;

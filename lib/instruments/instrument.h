@@ -62,6 +62,11 @@ class Instrument : public StepObserver {
 
   // Its line (or lines) for the end-of-run log, without the "[titan] " prefix; "" for none.
   virtual std::string cost_line(const RunTotals& totals) const { return ""; }
+
+  // Its position for checkpoints ("" when it keeps none), saved with this rank's train state
+  // under name(), and given back on resume.
+  virtual std::string checkpoint_state() const { return ""; }
+  virtual void restore_checkpoint_state(const std::string& bytes) {}
 };
 
 }  // namespace titan

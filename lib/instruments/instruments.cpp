@@ -4,8 +4,25 @@
 #include "instruments/precision_probe.h"
 #include "instruments/rerun.h"
 #include "instruments/rerun_check.h"
+#include "instruments/validation.h"
 
 namespace titan {
+namespace {
+
+std::shared_ptr<Instrument> make_validation(const InstrumentSetup& s) {
+  const ValidationConfig& v = s.config.validation;
+  auto source = make_token_source(validation_dataset(v, s.config.training.dataset_token_dtype),
+                                  s.seed, v.seq_len + 1, s.args.vocab_size);
+  BatchLayout layout;
+  layout.local_batch_size = v.local_batch_size;
+  layout.seq_len = v.seq_len;
+  layout.rank = s.rank;
+  layout.world = s.world;
+  layout.global_order = s.config.debug.batch_invariant;
+  return std::make_shared<Validation>(v, std::move(source), layout);
+}
+
+}  // namespace
 
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& s) {
   const Config& config = s.config;
@@ -21,6 +38,7 @@ std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup&
     out.push_back(std::make_shared<PrecisionProbe>(config, s.folder, s.args, s.step_options));
   if (rerun_armed(config.debug))
     out.push_back(std::make_shared<RerunCheck>(config, s.folder, s.tracer, s.dataset, s.rank));
+  if (config.validation.enable) out.push_back(make_validation(s));
   return out;
 }
 

@@ -18,6 +18,9 @@ namespace titan {
 
 // What the instruments are built from.
 struct InstrumentSetup {
+  InstrumentSetup(const Config& run_config, RunFolder run_folder)
+      : config(run_config), folder(std::move(run_folder)) {}
+
   const Config& config;
   RunFolder folder;
   int64_t rank = 0;
@@ -30,10 +33,14 @@ struct InstrumentSetup {
   // passes it the ops of the blocks it checks; null when neither numerics.log nor the rerun
   // check needs it.
   std::shared_ptr<NumericsTracer> tracer;
+  // For readers of other data (validation): the seed, this rank's place and the data order.
+  uint64_t seed = 0;
+  int64_t world = 1;
 };
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
-// per-layer norms, precision attribution, the rerun check. Writes nothing.
+// per-layer norms, precision attribution, the rerun check, validation. Writes nothing; throws
+// ConfigError for what an instrument's config or data refuses.
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);
 
 }  // namespace titan

@@ -19,7 +19,9 @@ uint64_t config_hash(const Config& config) {
   std::string text;
   for (auto& f : config_fields(copy)) {
     if (f.excluded_from_hash) continue;
-    text += f.name() + "=" + (f.has_value() ? f.value_as_toml() : "unset") + "\n";
+    const std::string value = f.has_value() ? f.value_as_toml() : "";
+    if (f.hashed_when_changed && value == default_value_of(f)) continue;
+    text += f.name() + "=" + (f.has_value() ? value : "unset") + "\n";
   }
   return hash_bytes(text.data(), text.size());
 }

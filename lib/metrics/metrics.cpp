@@ -7,7 +7,6 @@
 #include "util/strings.h"
 
 namespace titan {
-namespace {
 
 // JSON has no NaN/inf: write them as strings so the line stays valid.
 std::string json_number(double v) {
@@ -15,16 +14,31 @@ std::string json_number(double v) {
   return fmt::format("\"{}\"", v);
 }
 
-}  // namespace
-
 int64_t jsonl_line_step(const std::string& line) { return step_after_prefix(line, "{\"step\": "); }
 
-std::string format_console_line(const StepMetrics& m) {
+const ConsoleColors& console_colors(bool on) {
+  // torchtitan's: ANSI foreground colours, orange and turquoise as 24-bit ones, and a reset to
+  // the default foreground (39) rather than every attribute (0).
+  static const ConsoleColors colors{"\033[31m",
+                                    "\033[32m",
+                                    "\033[33m",
+                                    "\033[34m",
+                                    "\033[35m",
+                                    "\033[36m",
+                                    "\033[38;2;180;60;0m",
+                                    "\033[38;2;54;234;195m",
+                                    "\033[39m"};
+  static const ConsoleColors none{};
+  return on ? colors : none;
+}
+
+std::string format_console_line(const StepMetrics& m, const ConsoleColors& c) {
   return fmt::format(
-      "step: {:2}  loss: {:8.5f}  grad_norm: {:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {}  "
-      "tflops: {:.2f}  mfu: {:.2f}%  lr: {:.4e}",
-      m.step, m.loss, m.grad_norm, m.memory_gib, m.memory_pct, with_thousands(std::llround(m.tps)),
-      m.tflops, m.mfu_pct, m.lr);
+      "{}step: {:2}  {}loss: {:8.5f}  {}grad_norm: {:7.4f}  {}memory: {:5.2f}GiB({:.2f}%)  {}tps: "
+      "{}  {}tflops: {:.2f}  {}mfu: {:.2f}%{}  lr: {:.4e}",
+      c.red, m.step, c.green, m.loss, c.orange, m.grad_norm, c.turquoise, m.memory_gib,
+      m.memory_pct, c.blue, with_thousands(std::llround(m.tps)), c.cyan, m.tflops, c.magenta,
+      m.mfu_pct, c.reset, m.lr);
 }
 
 std::string format_json_line(const StepMetrics& m) {
@@ -61,5 +75,7 @@ JsonlWriter::JsonlWriter(const std::string& path, int64_t resume_step)
             resume_step > 0 ? LineFile::Mode::kAppend : LineFile::Mode::kTruncate) {}
 
 void JsonlWriter::write(const StepMetrics& m) { file_.write(format_json_line(m)); }
+
+void JsonlWriter::write_line(const std::string& line) { file_.write(line); }
 
 }  // namespace titan

@@ -44,14 +44,26 @@ struct StepMetrics {
   std::vector<PartNorms> layers;
 };
 
+// The escape codes of the console's colours; all empty when colour is off.
+struct ConsoleColors {
+  std::string red, green, yellow, blue, magenta, cyan, orange, turquoise, reset;
+};
+// torchtitan's colours (`on`), or none.
+const ConsoleColors& console_colors(bool on);
+
 // "step:  1  loss:  8.12345  grad_norm:  1.2345  memory:  1.21GiB(0.86%)  tps: 5,756  tflops:
-// 0.41  mfu: 0.04%  lr: 8.0000e-04" on one line.
-std::string format_console_line(const StepMetrics& m);
+// 0.41  mfu: 0.04%  lr: 8.0000e-04" on one line, each field in torchtitan's colour when `colors`
+// has them (the lr, titan-train's addition, after the reset).
+std::string format_console_line(const StepMetrics& m,
+                                const ConsoleColors& colors = console_colors(false));
 
 // One JSON object, every number at full (round-trip) precision; the parts' norms as an object
 // "layers": {"tok_embeddings": {"grad_norm": ..., "weight_norm": ..., "update_norm": ...,
 // "update_ratio": ...}, "0": {...}, ...}.
 std::string format_json_line(const StepMetrics& m);
+
+// A number as JSON writes it: round-trip precision, "NaN"/"Infinity" as strings.
+std::string json_number(double v);
 
 // metrics.jsonl's rule for cutting back on resume (LineStepRule): each line is its step's,
 // '{"step": S, ...}'.
@@ -64,6 +76,8 @@ class JsonlWriter {
   // resume_step (see rewrite_log_through_step). Throws RuntimeFailure.
   explicit JsonlWriter(const std::string& path, int64_t resume_step = 0);
   void write(const StepMetrics& m);  // throws RuntimeFailure
+  // Another line of a step (a validation), starting '{"step": N'. Throws RuntimeFailure.
+  void write_line(const std::string& line);
 
  private:
   LineFile file_;

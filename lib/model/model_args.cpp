@@ -24,6 +24,8 @@ ModelArgs model_args_for_flavor(Flavor flavor) {
       a.multiple_of = 64;
       break;
     case Flavor::kDebugModel:
+    case Flavor::kDebugModelFlexAttn:  // refused (validate()): the same shape, another attention
+    case Flavor::kDebugModelVarlenAttn:
       a.dim = 256, a.n_layers = 6, a.n_heads = 16, a.vocab_size = 2048;
       break;
     case Flavor::kDebugModelWide:  // not in torchtitan: the benchmark's wider shape
@@ -34,6 +36,8 @@ ModelArgs model_args_for_flavor(Flavor flavor) {
       a.multiple_of = 256;
       break;
     case Flavor::k8B:
+    case Flavor::k8BFlex:  // refused (validate()): the same shape, another attention
+    case Flavor::k8BVarlen:
       a.dim = 4096, a.n_layers = 32, a.n_heads = 32, a.n_kv_heads = 8, a.ffn_dim_multiplier = 1.3;
       a.multiple_of = 1024;
       break;

@@ -5,8 +5,10 @@
 
 namespace titan {
 
-LRSchedule::LRSchedule(const LRSchedulerConfig& config, int64_t training_steps)
+LRSchedule::LRSchedule(const LRSchedulerConfig& config, int64_t run_steps)
     : decay_type_(config.decay_type), min_lr_factor_(config.min_lr_factor) {
+  // lr_scheduler.total_steps decouples the schedule's length from the run's.
+  const int64_t training_steps = config.total_steps.value_or(run_steps);
   warmup_ = std::min(config.warmup_steps, training_steps);
   if (config.decay_ratio) {
     // Python's round(): halves go to the even neighbour, as nearbyint does by default.

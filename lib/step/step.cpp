@@ -96,26 +96,47 @@ at::Tensor forward(Transformer model, const Batch& batch, const StepOptions& opt
   return reduce(model->forward(inputs), labels);  // logits (B, T, V)
 }
 
-// Each sequence's mean cross-entropy, per micro-batch, without gradients or dropout.
-std::vector<at::Tensor> sequence_losses(const StepTarget& target, const StepOptions& options,
-                                        const StepRequest& request,
-                                        const std::vector<StepObserver*>& observers) {
+// Without gradients or dropout (the batches' own difficulty): per micro-batch, each sequence's
+// mean cross-entropy (B) (kLosses), or the batch's summed cross-entropy / its tokens x
+// data_parallel (kEvaluate), float64 on the CPU.
+std::vector<at::Tensor> evaluate(const StepTarget& target, const StepOptions& options,
+                                 const StepRequest& request,
+                                 const std::vector<StepObserver*>& observers) {
   at::NoGradGuard no_grad;
   Transformer model = target.model;
-  model->eval();  // without dropout: the batch's own difficulty
+  model->eval();
   std::vector<at::Tensor> out;
   const auto& batches = *request.batches;
+  const bool per_sequence = request.mode == StepMode::kLosses;
   for (size_t m = 0; m < batches.size(); ++m) {
     for (auto* o : observers) o->forward_starting(static_cast<int64_t>(m));
-    out.push_back(
-        forward(model, batches[m], options, [](const at::Tensor& logits, const at::Tensor& labels) {
-          auto per_token = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
-                                                  labels.flatten(0, 1), {}, at::Reduction::None);
-          return per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
-        }));
+    const double tokens = tokens_in_step({batches[m]}, options.data_parallel);
+    out.push_back(in_phase("forward", request.step, [&] {
+      return forward(
+          model, batches[m], options, [&](const at::Tensor& logits, const at::Tensor& labels) {
+            if (!per_sequence) {
+              return (summed_cross_entropy(logits, labels, request.loss_dtype) / tokens)
+                  .to(at::kDouble)
+                  .cpu();
+            }
+            auto per_token = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
+                                                    labels.flatten(0, 1), {}, at::Reduction::None);
+            return per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
+          });
+    }));
   }
   model->train();
   return out;
+}
+
+// kEvaluate's outcome: the mean over batches of each batch's loss summed over the ranks (each
+// rank's is over the tokens of all of them: the sum is the batch's mean over all ranks' tokens).
+double mean_over_batches(const StepTarget& target, const std::vector<at::Tensor>& losses) {
+  if (losses.empty()) return 0;
+  at::Tensor all = at::stack(losses).reshape({-1});  // (batches) float64
+  if (target.group && target.group->size() > 1)
+    target.group->all_reduce_sum(all, "the validation losses");
+  return all.sum().item<double>() / static_cast<double>(losses.size());
 }
 
 // Forward and backward of every forward of the step; leaves the step's gradients in the
@@ -200,8 +221,14 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   out.step = request.step;
   out.lr = request.lr;
   for (auto* o : observers) o->step_starting(request);
-  if (request.mode == StepMode::kLosses) {
-    out.sequence_losses = sequence_losses(target, options, request, observers);
+  if (request.mode == StepMode::kLosses || request.mode == StepMode::kEvaluate) {
+    std::vector<at::Tensor> losses = evaluate(target, options, request, observers);
+    if (request.mode == StepMode::kEvaluate) {
+      out.loss = mean_over_batches(target, losses);
+      for (const auto& b : *request.batches) out.tokens += b.labels.numel();
+    } else {
+      out.sequence_losses = std::move(losses);
+    }
     for (auto* o : observers) o->step_finished(request, out);
     return out;
   }

@@ -47,6 +47,8 @@ enum class StepMode {
   kTrain,      // forward, backward, the sum over ranks, clipping, the optimizer: the run's step
   kGradients,  // forward and backward only: gradients left in place, grad_norm computed unclipped
   kLosses,     // each sequence's mean loss, without gradients or dropout
+  kEvaluate,   // each batch's loss as the step defines it, without gradients or dropout, averaged
+               // over the batches and summed over the ranks (validation)
 };
 
 // The model a step runs on.
@@ -74,6 +76,14 @@ struct StepTimings {
   double update = 0;
 };
 
+// A validation pass after a step (instruments/validation.h).
+struct Validated {
+  double loss = 0;     // mean over its batches of each batch's loss over all ranks' tokens
+  int64_t tokens = 0;  // evaluated on this rank
+  int64_t batches = 0;
+  double seconds = 0;
+};
+
 // What one execution of a step computed, and what its observers measured.
 struct StepOutcome {
   int64_t step = 0;
@@ -83,11 +93,13 @@ struct StepOutcome {
   double max_loss = 0;   // the largest rank's own loss (the loss itself for one process)
   bool skipped = false;  // the rerun check dropped the step's update (debug.rerun_action "skip")
   std::vector<at::Tensor> sequence_losses;  // kLosses: per micro-batch, (B) float64 on the CPU
+  int64_t tokens = 0;                       // kEvaluate: the tokens evaluated on this rank
   StepTimings timings;
   // Added by observers:
   std::vector<PartNorms> layers;         // per-layer norms (instruments/layer_norms.h)
   std::vector<SummaryValue> histograms;  // TensorBoard histograms of weights and gradients
   std::optional<NumericsStep> numerics;  // the numerics trace's record of the step
+  std::optional<Validated> validation;   // a validation pass after the step
 };
 
 // Watches executions of steps. Every hook has a default that does nothing.

@@ -18,7 +18,9 @@ StepEngine::StepEngine(StepTarget target, torch::optim::AdamW& optimizer, StepOp
       base_lr_(base_lr),
       tokens_per_step_(tokens_per_step) {}
 
-double StepEngine::lr(int64_t step) const { return base_lr_ * schedule_.factor(step); }
+double StepEngine::lr(int64_t step) const {
+  return base_lr_ * schedule_.factor(step - schedule_origin_);
+}
 
 TrainState StepEngine::state() const {
   TrainState s;

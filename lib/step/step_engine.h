@@ -28,8 +28,10 @@ class StepEngine {
   // Steps completed (the next is step() + 1), and the tokens they trained on over all ranks.
   int64_t step() const { return step_; }
   int64_t tokens_seen() const { return tokens_seen_; }
-  // The learning rate of step `step`.
+  // The learning rate of step `step`: the schedule's at step - origin (see set_schedule_origin).
   double lr(int64_t step) const;
+  // The step the schedule counts from (0; a resume that leaves the scheduler out sets it).
+  void set_schedule_origin(int64_t origin) { schedule_origin_ = origin; }
   const LRSchedule& schedule() const { return schedule_; }
 
   // The train state (the generators read now), and the one way to set it.
@@ -69,6 +71,7 @@ class StepEngine {
   int64_t tokens_per_step_;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
+  int64_t schedule_origin_ = 0;
 };
 
 }  // namespace titan

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_io.h"
 #include "checkpoint/train_state.h"
 #include "config/config.h"
 #include "config/run_folder.h"
@@ -26,6 +27,9 @@ struct StartPoint {
   int64_t step = 0;                 // the step it resumes after (0: a fresh run)
   std::optional<TrainState> state;  // a full checkpoint's: the run applies it
   std::vector<std::string> notes;   // what was loaded, for the start-up log
+  // The step the LR schedule counts from (checkpoint.exclude_from_loading holds "lr_scheduler":
+  // it starts again at the resumed step, as torchtitan's fresh scheduler does).
+  int64_t schedule_origin = 0;
 };
 
 class Checkpointer {
@@ -36,13 +40,21 @@ class Checkpointer {
                torch::optim::AdamW& optimizer, const StepBatches& batches);
 
   // With checkpoint.enable, loads the latest complete checkpoint (rank 0's listing decides for
-  // every rank), or checkpoint.load_step, into the model and optimizer; else the
-  // checkpoint.initial_load_path weights when set. A damaged checkpoint is RuntimeFailure, one
-  // that does not fit the config ConfigError. Writes nothing.
+  // every rank), or checkpoint.load_step, into the model and optimizer, less the parts
+  // checkpoint.exclude_from_loading names (a step-0 model-only checkpoint is a seed: its weights
+  // at step 0); else checkpoint.initial_load_path when set (weights only, or with
+  // initial_load_model_only = false a checkpoint's whole state). Nothing with
+  // create_seed_checkpoint. A damaged checkpoint is RuntimeFailure, one that does not fit the
+  // config ConfigError. Writes nothing. (checkpoint_resume.cpp)
   StartPoint resume_or_initialize();
 
-  // Whether step `step` ends with a save (every checkpoint.interval steps and at the last).
+  // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
+  // step 1 with enable_first_step_checkpoint; never with load_only).
   bool due(int64_t step) const;
+
+  // checkpoint.create_seed_checkpoint: saves the initial weights as step-0, as the final save
+  // does (last_save_model_only, export_dtype).
+  void save_seed(const TrainState& state, std::ostream& console);
 
   // Saves `state`'s step: a full checkpoint, or (the final save with last_save_model_only) the
   // model alone in export_dtype. With several ranks every rank calls it (rank 0 writes, with
@@ -56,8 +68,14 @@ class Checkpointer {
                       std::ostream& console);
 
  private:
-  void resume_from(int64_t step, StartPoint& start);
+  void resume_from(const std::string& path, StartPoint& start);
+  // Restores a full checkpoint's model, optimizer and train state, each unless excluded.
+  void restore_parts(const CheckpointContents& c, const std::string& path, StartPoint& start);
   void load_initial_weights(const std::string& path, StartPoint& start);
+  // Whether checkpoint.exclude_from_loading names `part`.
+  bool excluded(const std::string& part) const;
+  // Whether this run writes checkpoints (checkpoint.enable without load_only).
+  bool saves() const;
 
   const Config& config_;
   ProcessGroup& group_;

@@ -97,11 +97,13 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   c.world = world_from_environment();
   c.log = c.world.logs_console() ? &log : &silent_stream();
   c.errors = options.errors ? options.errors : &log;
+  c.console_is_terminal = options.console_is_terminal;
   data_parallel_degree(c.config, c.world.world_size);  // refuses a bad split before the rendezvous
   // Only the device's index is chosen here; CUDA is first used after the determinism settings.
   c.device = resolve_device(c.config.training.device, c.world);
   check_precision_steps(c.config, c.world.world_size, c.device.is_cuda());
   check_batch_invariant(c.config, c.world.world_size, c.device.is_cuda());
+  check_seed_checkpoint(c.config, c.world.world_size);
   const GroupBackend backend =
       choose_backend(c.config.comm.backend, c.world.world_size, c.device, nccl_compiled_in());
   auto& threads = c.config.training.cpu_threads;

@@ -29,6 +29,8 @@ struct RunContext {
   Config config;                // resolved; debug.seed holds the seed actually used
   std::ostream* log = nullptr;  // this rank's console (a silent one for ranks LOG_RANK leaves out)
   std::ostream* errors = nullptr;  // warnings that must not go to the console (which failed)
+  bool console_is_terminal =
+      false;  // colours for the console lines (metrics.disable_color_printing)
   WorldInfo world;
   std::unique_ptr<ProcessGroup> process_group;
   DeterminismRecord determinism;
@@ -39,6 +41,7 @@ struct RunContext {
 struct RunContextOptions {
   bool measure_peak_flops = true;  // tests skip the start-up sgemm measurement
   std::ostream* errors = nullptr;  // RunContext::errors; null: the console
+  bool console_is_terminal = false;
 };
 
 // Steps 1-5, the console being `log`. Throws ConfigError (exit 2) for a bad environment, device

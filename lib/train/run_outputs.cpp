@@ -8,6 +8,7 @@
 #include "config/loader.h"
 #include "config/run_folder.h"
 #include "distributed/process_group.h"
+#include "metrics/device_stats.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stopwatch.h"
@@ -113,6 +114,11 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   for (const auto& instrument : instruments) instrument->open_outputs(resume_step);
   if (rank == 0) {
     write_file_atomically(folder.file(RunFile::kConfig), to_toml(context.config));
+    if (const std::string json = folder.config_json(); !json.empty()) {
+      const std::string parent = std::filesystem::path(json).parent_path().string();
+      if (parent != folder.path()) make_output_folder(parent, FolderLink::kRefuse);
+      write_file_atomically(json, to_json(context.config));
+    }
     metrics_ = std::make_unique<JsonlWriter>(folder.file(RunFile::kMetrics), resume_step);
   }
   fingerprint_ = std::make_unique<FingerprintLog>(folder.file(RunFile::kFingerprint, rank), header,
@@ -121,10 +127,40 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
 }
 
 void RunOutputs::log_step(const StepMetrics& m) {
-  console() << "[titan] " << format_console_line(m) << std::endl;
+  console() << "[titan] " << format_console_line(m, colors()) << std::endl;
   check_console();
   if (metrics_) metrics_->write(m);
   if (tensorboard_) write_tensorboard(m.step, tensorboard_scalars(m));
+}
+
+const ConsoleColors& RunOutputs::colors() const {
+  return console_colors(context_.console_is_terminal &&
+                        !context_.config.metrics.disable_color_printing);
+}
+
+void RunOutputs::log_validation(int64_t step, const Validated& v) {
+  const MemoryReading memory = read_and_reset_peak_memory(context_.device);
+  const double tps = v.seconds > 0 ? static_cast<double>(v.tokens) / v.seconds : 0.0;
+  const ConsoleColors& c = colors();
+  console() << fmt::format(
+                   "[titan] {}validate step: {:2}  {}loss: {:7.4f}  {}memory: {:5.2f}GiB({:.2f}%)  "
+                   "{}tps: {}{}",
+                   c.yellow, step, c.green, v.loss, c.turquoise, memory.peak_gib, memory.pct,
+                   c.blue, with_thousands(std::llround(tps)), c.reset)
+            << std::endl;
+  check_console();
+  if (metrics_) {
+    metrics_->write_line(
+        fmt::format("{{\"step\": {}, \"validation_loss\": {}, \"validation_tokens\": {}, "
+                    "\"validation_batches\": {}, \"validation_seconds\": {}}}",
+                    step, json_number(v.loss), v.tokens, v.batches, json_number(v.seconds)));
+  }
+  if (tensorboard_) {
+    write_tensorboard(step, {scalar("validation_metrics/loss", v.loss),
+                             scalar("validation_metrics/throughput(tps)", tps),
+                             scalar("validation_metrics/memory/max_reserved(GiB)", memory.peak_gib),
+                             scalar("validation_metrics/memory/max_reserved(%)", memory.pct)});
+  }
 }
 
 void RunOutputs::write_tensorboard(int64_t step, const std::vector<SummaryValue>& values) {

@@ -17,6 +17,7 @@
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
 #include "metrics/tensorboard.h"
+#include "step/step.h"
 #include "train/run_context.h"
 #include "util/run_lock.h"
 #include "util/stopwatch.h"
@@ -39,12 +40,19 @@ class RunOutputs {
 
   // This rank's console (silent for ranks LOG_RANK leaves out).
   std::ostream& console() const { return *context_.log; }
+  // torchtitan's colours when the console is a terminal and metrics.disable_color_printing is
+  // false; none otherwise.
+  const ConsoleColors& colors() const;
 
   // A logged step: the console line, then metrics.jsonl's (rank 0) and its TensorBoard scalars
   // (torchtitan's tags, and layers/<part>/<norm> for the per-layer norms). When the console fails
   // (a closed pipe, a full disk) it warns once on the run's error stream
   // (stderr) and training goes on.
   void log_step(const StepMetrics& metrics);
+
+  // A validation after step `step`: torchtitan's console line, a metrics.jsonl line
+  // ({"step": N, "validation_loss": ...}) and TensorBoard's validation_metrics/ scalars.
+  void log_validation(int64_t step, const Validated& validation);
 
   // A step's histograms (instruments/layer_norms.h), to TensorBoard when it is on; none: nothing.
   void write_histograms(int64_t step, const std::vector<SummaryValue>& histograms);

@@ -47,7 +47,8 @@ RunParts::RunParts(const RunContext& run_context)
   ProcessGroup& group = *context.process_group;
   const RunFolder folder(config);
   check_memory(args, config, plan.micro_batches, context.device);
-  source = make_token_source(t, context.determinism.seed, t.seq_len + 1, args.vocab_size);
+  source = make_token_source(training_dataset(t), context.determinism.seed, t.seq_len + 1,
+                             args.vocab_size);
   BatchLayout layout;
   layout.local_batch_size = t.local_batch_size;
   layout.seq_len = t.seq_len;
@@ -81,10 +82,16 @@ RunParts::RunParts(const RunContext& run_context)
   engine = std::make_unique<StepEngine>(target, *optimizer, options, *batches,
                                         LRSchedule(config.lr_scheduler, t.steps),
                                         config.optimizer.lr, plan.tokens_per_step);
-  const InstrumentSetup setup{
-      config,  folder, group.rank(),       args,
-      options, model,  source->describe(), rank_writes_tensorboard(config.metrics, group.rank()),
-      tracer};
+  InstrumentSetup setup(config, folder);
+  setup.rank = group.rank();
+  setup.world = group.size();
+  setup.args = args;
+  setup.step_options = options;
+  setup.model = model;
+  setup.dataset = source->describe();
+  setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
+  setup.tracer = tracer;
+  setup.seed = context.determinism.seed;
   instruments = make_instruments(setup);
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
   start = checkpointer->resume_or_initialize();

@@ -16,8 +16,14 @@ namespace titan {
 
 Trainer::Trainer(RunParts& parts, RunOutputs& outputs)
     : ctx_(parts.context), config_(parts.context.config), parts_(parts), outputs_(outputs) {
+  engine().set_schedule_origin(parts_.start.schedule_origin);
   if (parts_.start.state) {
     engine().apply(*parts_.start.state);
+    for (const auto& instrument : parts_.instruments) {
+      const auto& saved = parts_.start.state->instruments;
+      auto it = saved.find(instrument->name());
+      if (it != saved.end()) instrument->restore_checkpoint_state(it->second);
+    }
   } else {
     // A model-only checkpoint: the data and generators start afresh.
     TrainState fresh = engine().state();
@@ -105,6 +111,15 @@ bool Trainer::logs_step(int64_t step) const {
   return step == 1 || step % config_.metrics.log_freq == 0 || step == config_.training.steps;
 }
 
+TrainState Trainer::checkpoint_state() const {
+  TrainState state = parts_.engine->state();
+  for (const auto& instrument : parts_.instruments) {
+    std::string bytes = instrument->checkpoint_state();
+    if (!bytes.empty()) state.instruments[instrument->name()] = std::move(bytes);
+  }
+  return state;
+}
+
 TrainSummary Trainer::train() {
   TrainSummary summary;
   std::ostream& log = outputs_.console();
@@ -112,6 +127,13 @@ TrainSummary Trainer::train() {
     // Baseline for activation memory (peak RSS minus this), used by scripts/bench_ac.sh.
     log << fmt::format("[titan] rss before the first step: {:.3f} GiB\n",
                        current_rss_bytes() / (1 << 30));
+  }
+  if (config_.checkpoint.create_seed_checkpoint) {
+    parts_.checkpointer->save_seed(checkpoint_state(), log);
+    log << "[titan] created the seed checkpoint (checkpoint.create_seed_checkpoint); no step "
+           "trained\n";
+    log.flush();
+    return summary;
   }
   const auto start = SteadyClock::now();
   const CpuUsage usage_start = cpu_usage();
@@ -121,7 +143,7 @@ TrainSummary Trainer::train() {
   int64_t steps_since_log = 0;
   while (engine().step() < config_.training.steps) {
     if (parts_.checkpointer->stop_requested(
-            engine().step(), [this] { return engine().state(); }, log))
+            engine().step(), [this] { return checkpoint_state(); }, log))
       break;
     const StepOutcome r = train_step();
     adopt_train_timeout();
@@ -132,8 +154,9 @@ TrainSummary Trainer::train() {
       last_log = SteadyClock::now();
       steps_since_log = 0;
     }
+    if (r.validation) outputs_.log_validation(r.step, *r.validation);
     if (parts_.checkpointer->due(r.step)) {
-      parts_.checkpointer->save(engine().state(), r.step == config_.training.steps, log);
+      parts_.checkpointer->save(checkpoint_state(), r.step == config_.training.steps, log);
     }
   }
   // No rank leaves while another may still need it (rank 0 serves the store).

@@ -36,6 +36,10 @@ class Trainer {
 
   StepEngine& engine() { return *parts_.engine; }
 
+  // What a checkpoint saves of this rank besides the tensors: the engine's train state and the
+  // instruments' positions.
+  TrainState checkpoint_state() const;
+
  private:
   // After step 1 collectives wait comm.train_timeout_seconds instead of the init timeout.
   void adopt_train_timeout();
