@@ -134,7 +134,8 @@ int export_hf(const ExportRequest& r, const std::string& folder, std::ostream& o
   options.replace = r.force;
   const HfWriteRecord record = write_hf_checkpoint(r.output, c.model, args, options);
   out << fmt::format(
-      "exported {} (step {}) to {} as a Hugging Face Llama checkpoint: {} files, {}, {:.1f} MiB{}\n",
+      "exported {} (step {}) to {} as a Hugging Face Llama checkpoint: {} files, {}, {:.1f} "
+      "MiB{}\n",
       folder, c.step, record.path, record.files.size(), r.dtype,
       static_cast<double>(record.bytes) / (1 << 20),
       record.tied ? ", lm_head tied to embed_tokens" : "");
@@ -185,8 +186,8 @@ int run_export(const std::vector<std::string>& args, std::ostream& out) {
     throw RuntimeFailure(fmt::format("cannot write {}", r.output));
   }
   out << fmt::format("exported {} tensors ({}, {:.1f} MiB) of {} (step {}) to {}\n", tensors.size(),
-                     r.dtype,
-                     static_cast<double>(record.size) / (1 << 20), folder, c.step, r.output);
+                     r.dtype, static_cast<double>(record.size) / (1 << 20), folder, c.step,
+                     r.output);
   return kExitOk;
 }
 

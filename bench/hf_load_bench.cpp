@@ -7,6 +7,7 @@
 //   titan-bench-hf load FLAVOR DIR                      load_hf_checkpoint in float32, timed
 //   titan-bench-hf loss FLAVOR DIR SEQ                  the same, then the model built from it and
 //                                                        the loss of one forward on SEQ tokens
+#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -60,8 +61,7 @@ int run(const std::vector<std::string>& a) {
     o.dtype = a[3] == "bfloat16" ? at::kBFloat16 : a[3] == "float16" ? at::kHalf : at::kFloat;
     o.max_shard_bytes = std::stoull(a[4]);
     o.tie_if_equal = hf_ties_embeddings(*flavor);
-    const auto record =
-        write_hf_checkpoint(a[2], random_parameters(args, o.tie_if_equal), args, o);
+    const auto record = write_hf_checkpoint(a[2], random_parameters(args, o.tie_if_equal), args, o);
     fmt::print("write {:.2f} s {} bytes {} files tied {}\n", seconds_since(start), record.bytes,
                record.files.size(), record.tied);
     return 0;

@@ -103,15 +103,15 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
                                       "mismatches): num_hidden_layers 1"));
   CHECK_THAT(error, Catch::Contains("; vocab_size 500 in config.json"));
   // transformers 5's spelling: rope_theta inside rope_parameters; kv heads default to heads.
-  const std::string v5 = replaced(
-      replaced(replaced(plain, "\"rope_scaling\": null", "\"rope_parameters\": {\"rope_type\": "
-                                                          "\"llama3\", \"rope_theta\": 500000, "
-                                                          "\"factor\": 8, \"low_freq_factor\": 1, "
-                                                          "\"high_freq_factor\": 4, "
-                                                          "\"original_max_position_embeddings\": "
-                                                          "8192}"),
-               "  \"rope_theta\": 500000.0,\n", ""),
-      "  \"num_key_value_heads\": 2,\n", "");
+  const std::string v5 = replaced(replaced(replaced(plain, "\"rope_scaling\": null",
+                                                    "\"rope_parameters\": {\"rope_type\": "
+                                                    "\"llama3\", \"rope_theta\": 500000, "
+                                                    "\"factor\": 8, \"low_freq_factor\": 1, "
+                                                    "\"high_freq_factor\": 4, "
+                                                    "\"original_max_position_embeddings\": "
+                                                    "8192}"),
+                                           "  \"rope_theta\": 500000.0,\n", ""),
+                                  "  \"num_key_value_heads\": 2,\n", "");
   const HfLlamaConfig parsed = parse(v5);
   CHECK(parsed.rope_theta == 500000.0);
   CHECK(parsed.num_key_value_heads == 4);
@@ -133,9 +133,10 @@ TEST_CASE("hf: a wrong config.json stops the load before any weight is read", "[
   write_hf_checkpoint(dir + "/ok", zeros_for(tiny()), tiny(), o);
   ModelArgs other = tiny();
   other.rope_theta = 10000;
-  CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/ok", other, at::kFloat); }),
-             Catch::Contains(dir + "/ok/config.json: does not describe this config's model (1 "
-                                   "mismatch): rope_theta 500000 in config.json, rope_theta 10000"));
+  CHECK_THAT(
+      config_error([&] { load_hf_checkpoint(dir + "/ok", other, at::kFloat); }),
+      Catch::Contains(dir + "/ok/config.json: does not describe this config's model (1 "
+                            "mismatch): rope_theta 500000 in config.json, rope_theta 10000"));
   fs::remove(dir + "/ok/config.json");
   CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/ok", tiny(), at::kFloat); }),
              Catch::Contains(dir + "/ok/config.json: No such file"));
@@ -211,16 +212,17 @@ TEST_CASE("hf: missing, mis-shaped, unknown and misplaced tensors are refused na
   test::write_text(index_path, replaced(index, "\"model.norm.weight\": \"" + norm,
                                         "\"model.norm.weight\": \"" + first));
   CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/sharded", tiny(), at::kFloat); }),
-             Catch::Contains(norm + ": holds tensor \"model.norm.weight\", which "
-                                    "model.safetensors.index.json places in " + first));
+             Catch::Contains(norm +
+                             ": holds tensor \"model.norm.weight\", which "
+                             "model.safetensors.index.json places in " +
+                             first));
   test::write_text(index_path,
                    replaced(index, "\"model.norm.weight\"",
                             "\"model.norm.bias\": \"" + norm + "\",\n    \"model.norm.weight\""));
   CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/sharded", tiny(), at::kFloat); }),
              Catch::Contains(norm + ": tensor \"model.norm.bias\" is missing "
                                     "(model.safetensors.index.json places it in this file)"));
-  test::write_text(index_path,
-                   replaced(index, "\"" + first + "\"", "\"../escape\""));
+  test::write_text(index_path, replaced(index, "\"" + first + "\"", "\"../escape\""));
   CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/sharded", tiny(), at::kFloat); }),
              Catch::Contains(index_path + ": names the shard \"../escape\", not a file beside it"));
 }
@@ -277,9 +279,9 @@ TEST_CASE("hf: the writer never overwrites, and replaces only a folder of its ow
   CHECK_THAT(config_error([&] { write_hf_checkpoint(dir + "/new", fewer, tiny(), o); }),
              Catch::Contains("tensor \"output.weight\" is missing"));
   // An abort mid-write leaves neither the folder nor its temporary.
-  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/aborted", params, tiny(), HfWriteOptions{},
-                                      [] { return true; }),
-                  WriteAborted);
+  CHECK_THROWS_AS(
+      write_hf_checkpoint(dir + "/aborted", params, tiny(), HfWriteOptions{}, [] { return true; }),
+      WriteAborted);
   CHECK_FALSE(fs::exists(dir + "/aborted"));
   CHECK_FALSE(fs::exists(dir + "/.aborted.tmp"));
   for (const auto& e : fs::directory_iterator(dir)) {

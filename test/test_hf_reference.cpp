@@ -66,7 +66,8 @@ class StageStats : public ForwardObserver {
 // reference's batch into `dir`: numerics.log (forward outputs, gradients in backward order) and
 // a fingerprint.log with the loss (the reference's header keys, so that compare has no header
 // noise to report but the versions).
-void write_titan_trace(Transformer& model, const test::ReferenceState& ref, const std::string& dir) {
+void write_titan_trace(Transformer& model, const test::ReferenceState& ref,
+                       const std::string& dir) {
   auto observer = std::make_shared<StageStats>();
   observer->step.step = 1;
   model->set_forward_observer(observer);
@@ -115,7 +116,8 @@ TEST_CASE("hf: logits from an HF checkpoint match transformers' conventions to 1
   // The break it guards against: q/k taken in Hugging Face's row order unpermuted.
   auto raw = load_hf_checkpoint(data("hf_tiny"), tiny(), at::kFloat);
   for (auto& t : raw) {
-    if (const int64_t heads = permuted_heads(t.name, tiny())) t.tensor = permute_to_hf(t.tensor, heads);
+    if (const int64_t heads = permuted_heads(t.name, tiny()))
+      t.tensor = permute_to_hf(t.tensor, heads);
   }
   CHECK(relative_max_diff(model_from(raw)->forward(ref.tensor("inputs")), ref.tensor("logits")) >
         1e-2);

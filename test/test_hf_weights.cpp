@@ -1,11 +1,12 @@
 // Hugging Face Llama checkpoints (lib/checkpoint/hf_*.h): names and the q/k permutation both
 // ways, byte-identical round trips, sharded against single-file loading, config.json checked
 // field by field, bf16/f16 files, and every refusal naming its file.
+#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
+#include <set>
 
 #include "catch_torch.h"
 #include "checkpoint/hf_checkpoint.h"
@@ -82,8 +83,10 @@ TEST_CASE("hf: names map both ways, inv_freq is skipped, others are unknown", "[
       CHECK(hf_to_titan_name(titan_to_hf_name(p.name)) == p.name);
     }
   }
-  CHECK(titan_to_hf_name("layers.12.feed_forward.w1.weight") == "model.layers.12.mlp.gate_proj.weight");
-  CHECK(titan_to_hf_name("layers.3.feed_forward.w2.weight") == "model.layers.3.mlp.down_proj.weight");
+  CHECK(titan_to_hf_name("layers.12.feed_forward.w1.weight") ==
+        "model.layers.12.mlp.gate_proj.weight");
+  CHECK(titan_to_hf_name("layers.3.feed_forward.w2.weight") ==
+        "model.layers.3.mlp.down_proj.weight");
   CHECK(titan_to_hf_name("layers.0.ffn_norm.weight") ==
         "model.layers.0.post_attention_layernorm.weight");
   CHECK(titan_to_hf_name("output.weight") == "lm_head.weight");
@@ -173,12 +176,12 @@ TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[
   CHECK(shards > 4);
   CHECK(fs::exists(dir + fmt::format("/many/model-00001-of-{:05d}.safetensors", shards)));
   const auto one = load_hf_checkpoint(dir + "/one", tiny(), at::kFloat);
-  const auto many = load_hf_checkpoint(dir + "/many/model.safetensors.index.json", tiny(), at::kFloat);
+  const auto many =
+      load_hf_checkpoint(dir + "/many/model.safetensors.index.json", tiny(), at::kFloat);
   check_same_tensors(one, many);
   check_same_tensors(one, load_hf_checkpoint(dir + "/one/model.safetensors", tiny(), at::kFloat));
   const std::string index = bytes_of(dir + "/many/model.safetensors.index.json");
-  CHECK_THAT(index, Catch::Contains("\"total_size\": " +
-                                    std::to_string(tiny().num_params() * 2)));
+  CHECK_THAT(index, Catch::Contains("\"total_size\": " + std::to_string(tiny().num_params() * 2)));
   CHECK_THAT(index, Catch::Contains(fmt::format(
                         "\"lm_head.weight\": \"model-{0:05d}-of-{0:05d}.safetensors\"", shards)));
 }
@@ -186,8 +189,8 @@ TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[
 TEST_CASE("hf: bf16 and f16 files are converted to the training dtype", "[hf]") {
   const auto dir = test::temp_dir("hf_dtypes");
   const auto original = random_parameters(tiny(), 5);
-  for (const auto& [dtype, name] : {std::pair{at::kBFloat16, "bfloat16"},
-                                    std::pair{at::kHalf, "float16"}}) {
+  for (const auto& [dtype, name] :
+       {std::pair{at::kBFloat16, "bfloat16"}, std::pair{at::kHalf, "float16"}}) {
     const std::string folder = dir + "/" + name;
     write_hf_checkpoint(folder, original, tiny(), options(dtype));
     CHECK_THAT(bytes_of(folder + "/config.json"),
@@ -216,7 +219,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   // Not bitwise equal: lm_head written, not tied.
   auto untied = write_hf_checkpoint(dir + "/untied", params, tiny(), tie);
   CHECK_FALSE(untied.tied);
-  CHECK_THAT(bytes_of(dir + "/untied/config.json"), Catch::Contains("\"tie_word_embeddings\": false"));
+  CHECK_THAT(bytes_of(dir + "/untied/config.json"),
+             Catch::Contains("\"tie_word_embeddings\": false"));
   params.back().tensor = params.front().tensor.clone();  // output == tok_embeddings
   auto tied = write_hf_checkpoint(dir + "/tied", params, tiny(), tie);
   CHECK(tied.tied);
@@ -231,7 +235,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
 
   // tie_word_embeddings with an lm_head.weight in the files: embed_tokens wins, with a note.
   std::string config = bytes_of(dir + "/untied/config.json");
-  config.replace(config.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
+  config.replace(config.find("\"tie_word_embeddings\": false"), 28,
+                 "\"tie_word_embeddings\": true");
   test::write_text(dir + "/untied/config.json", config);
   HfLoadReport report;
   const auto overridden = load_hf_checkpoint(dir + "/untied", tiny(), at::kFloat, &report);
@@ -240,7 +245,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   REQUIRE(report.notes.size() == 1);
   CHECK_THAT(report.notes[0], Catch::Contains("lm_head.weight differs from model.embed_tokens"));
   // No lm_head.weight and no tie: missing.
-  config.replace(config.find("\"tie_word_embeddings\": true"), 27, "\"tie_word_embeddings\": false");
+  config.replace(config.find("\"tie_word_embeddings\": true"), 27,
+                 "\"tie_word_embeddings\": false");
   test::write_text(dir + "/tied/config.json", config);
   CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/tied", tiny(), at::kFloat); }),
              Catch::Contains("tensor \"lm_head.weight\" is missing (config.json does not set "

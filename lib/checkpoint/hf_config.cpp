@@ -109,7 +109,7 @@ HfLlamaConfig parse_fields(const std::string& text, const std::string& path) {
     } else if (key == "architectures") {
       c.architectures = string_list(cur, key);
     } else if (key == "model_type" || key == "hidden_act" || key == "torch_dtype") {
-      std::string& out = key == "model_type" ? c.model_type
+      std::string& out = key == "model_type"   ? c.model_type
                          : key == "hidden_act" ? c.hidden_act
                                                : c.torch_dtype;
       out = text_value(cur, key);
@@ -189,9 +189,10 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
   bool causal_lm = c.architectures.empty();
   for (const auto& arch : c.architectures) causal_lm = causal_lm || arch == "LlamaForCausalLM";
   if (!causal_lm) {
-    out.push_back(fmt::format("architectures [{}] in config.json, titan-train builds "
-                              "LlamaForCausalLM",
-                              fmt::join(c.architectures, ", ")));
+    out.push_back(
+        fmt::format("architectures [{}] in config.json, titan-train builds "
+                    "LlamaForCausalLM",
+                    fmt::join(c.architectures, ", ")));
   }
   integer("hidden_size", c.hidden_size, "dim", a.dim);
   integer("num_hidden_layers", c.num_hidden_layers, "n_layers", a.n_layers);
@@ -204,18 +205,19 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
   real("rope_theta", c.rope_theta, "rope_theta", a.rope_theta);
   const RopeScaling& s = a.rope_scaling;
   if (c.rope_scaling && c.rope_scaling->rope_type != "llama3") {
-    out.push_back(fmt::format("rope_scaling.rope_type \"{}\" in config.json, the model scales "
-                              "as \"llama3\"{}",
-                              c.rope_scaling->rope_type, s.enabled ? "" : " or not at all"));
+    out.push_back(
+        fmt::format("rope_scaling.rope_type \"{}\" in config.json, the model scales "
+                    "as \"llama3\"{}",
+                    c.rope_scaling->rope_type, s.enabled ? "" : " or not at all"));
   } else if (c.rope_scaling && !s.enabled) {
     out.push_back("rope_scaling llama3 in config.json, none in the model");
   } else if (!c.rope_scaling && s.enabled) {
-    out.push_back(fmt::format("rope_scaling none in config.json, llama3 in the model (factor "
-                              "{}, low_freq_factor {}, high_freq_factor {}, "
-                              "original_max_position_embeddings {})",
-                              number_text(s.factor), number_text(s.low_freq_factor),
-                              number_text(s.high_freq_factor),
-                              number_text(s.original_max_position)));
+    out.push_back(
+        fmt::format("rope_scaling none in config.json, llama3 in the model (factor "
+                    "{}, low_freq_factor {}, high_freq_factor {}, "
+                    "original_max_position_embeddings {})",
+                    number_text(s.factor), number_text(s.low_freq_factor),
+                    number_text(s.high_freq_factor), number_text(s.original_max_position)));
   } else if (c.rope_scaling) {
     const HfRopeScaling& r = *c.rope_scaling;
     real("rope_scaling.factor", r.factor, "rope_scaling.factor", s.factor);
@@ -227,8 +229,8 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
          "rope_scaling.original_max_position", s.original_max_position);
   }
   if (c.hidden_act != "silu") {
-    out.push_back(fmt::format("hidden_act \"{}\" in config.json, SwiGLU (silu) in the model",
-                              c.hidden_act));
+    out.push_back(
+        fmt::format("hidden_act \"{}\" in config.json, SwiGLU (silu) in the model", c.hidden_act));
   }
   if (c.attention_bias) out.push_back("attention_bias true in config.json, no biases in the model");
   if (c.mlp_bias) out.push_back("mlp_bias true in config.json, no biases in the model");
@@ -238,11 +240,11 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
 void check_hf_config(const HfLlamaConfig& config, const ModelArgs& args, const std::string& path) {
   const auto mismatches = hf_config_mismatches(config, args);
   if (mismatches.empty()) return;
-  throw ConfigError(path,
-                    fmt::format("does not describe this config's model ({} mismatch{}): {}",
-                                mismatches.size(), mismatches.size() == 1 ? "" : "es",
-                                fmt::join(mismatches, "; ")),
-                    "choose the model.flavor that matches the checkpoint, or another checkpoint");
+  throw ConfigError(
+      path,
+      fmt::format("does not describe this config's model ({} mismatch{}): {}", mismatches.size(),
+                  mismatches.size() == 1 ? "" : "es", fmt::join(mismatches, "; ")),
+      "choose the model.flavor that matches the checkpoint, or another checkpoint");
 }
 
 std::string hf_dtype_name(at::ScalarType dtype) {
@@ -254,9 +256,10 @@ std::string hf_dtype_name(at::ScalarType dtype) {
     case at::kHalf:
       return "float16";
     default:
-      throw RuntimeFailure(fmt::format("a Hugging Face export is written in float32, bfloat16 or "
-                                       "float16, not {}",
-                                       c10::toString(dtype)));
+      throw RuntimeFailure(
+          fmt::format("a Hugging Face export is written in float32, bfloat16 or "
+                      "float16, not {}",
+                      c10::toString(dtype)));
   }
 }
 

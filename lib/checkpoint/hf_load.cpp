@@ -158,9 +158,8 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
     const SafetensorsContents contents = parse_safetensors(std::move(bytes), file_path);
     for (const auto& t : contents.tensors) {
       if (!found_in.emplace(t.name, file_path).second) {
-        throw ConfigError(file_path,
-                          fmt::format("tensor \"{}\" is also in {}", t.name, found_in[t.name]),
-                          kHint);
+        throw ConfigError(
+            file_path, fmt::format("tensor \"{}\" is also in {}", t.name, found_in[t.name]), kHint);
       }
       if (where.sharded) {
         auto listed = weight_map.find(t.name);
@@ -217,18 +216,20 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
     }
   }
   if (skipped > 0) {
-    r.notes.push_back(fmt::format("skipped {} rotary inv_freq table(s) (titan-train computes "
-                                  "RoPE itself)",
-                                  skipped));
+    r.notes.push_back(
+        fmt::format("skipped {} rotary inv_freq table(s) (titan-train computes "
+                    "RoPE itself)",
+                    skipped));
   }
   if (r.config.tie_word_embeddings && loaded.count("tok_embeddings.weight")) {
     // As transformers: lm_head is embed_tokens, whatever lm_head.weight the files hold.
     r.tied = true;
     loaded["output.weight"] = loaded["tok_embeddings.weight"];
     if (lm_head.defined() && !at::equal(lm_head.to(dtype), loaded["output.weight"])) {
-      r.notes.push_back(fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight "
-                                    "and is not used: config.json sets tie_word_embeddings",
-                                    lm_head_file));
+      r.notes.push_back(
+          fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight "
+                      "and is not used: config.json sets tie_word_embeddings",
+                      lm_head_file));
     }
   }
   std::vector<NamedTensor> out;
@@ -236,12 +237,12 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
     auto it = loaded.find(p.name);
     if (it == loaded.end()) {
       const std::string hf = titan_to_hf_name(p.name);
-      throw ConfigError(where.sharded ? index_path : where.folder + "/" + kHfSingleFile,
-                        fmt::format("tensor \"{}\" is missing{}", hf,
-                                    hf == "lm_head.weight"
-                                        ? " (config.json does not set tie_word_embeddings)"
-                                        : ""),
-                        kHint);
+      throw ConfigError(
+          where.sharded ? index_path : where.folder + "/" + kHfSingleFile,
+          fmt::format(
+              "tensor \"{}\" is missing{}", hf,
+              hf == "lm_head.weight" ? " (config.json does not set tie_word_embeddings)" : ""),
+          kHint);
     }
     out.push_back({p.name, it->second});
   }

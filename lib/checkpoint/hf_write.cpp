@@ -38,8 +38,8 @@ std::vector<HfEntry> hf_entries(const std::vector<NamedTensor>& tensors, const M
       bool known = false;
       for (const auto& p : shapes) known = known || p.name == t.name;
       if (!known) {
-        throw ConfigError(folder, fmt::format("tensor \"{}\" is not a parameter of the model",
-                                              t.name));
+        throw ConfigError(folder,
+                          fmt::format("tensor \"{}\" is not a parameter of the model", t.name));
       }
     }
   }
@@ -51,10 +51,10 @@ std::vector<HfEntry> hf_entries(const std::vector<NamedTensor>& tensors, const M
     }
     if (it->second.sizes() != at::IntArrayRef(p.sizes) ||
         !at::isFloatingType(it->second.scalar_type())) {
-      throw ConfigError(folder, fmt::format("tensor \"{}\" is {}[{}], the model's is [{}]", p.name,
-                                            c10::toString(it->second.scalar_type()),
-                                            fmt::join(it->second.sizes(), ", "),
-                                            fmt::join(p.sizes, ", ")));
+      throw ConfigError(folder,
+                        fmt::format("tensor \"{}\" is {}[{}], the model's is [{}]", p.name,
+                                    c10::toString(it->second.scalar_type()),
+                                    fmt::join(it->second.sizes(), ", "), fmt::join(p.sizes, ", ")));
     }
     const int64_t numel = it->second.numel();
     out.push_back({titan_to_hf_name(p.name), it->second, permuted_heads(p.name, args),
@@ -85,9 +85,10 @@ std::vector<std::vector<const HfEntry*>> shard(const std::vector<HfEntry>& entri
 std::string index_json(const std::vector<std::pair<std::string, std::string>>& weight_map,
                        uint64_t total_size) {
   std::map<std::string, std::string> sorted(weight_map.begin(), weight_map.end());
-  std::string out = fmt::format("{{\n  \"metadata\": {{\n    \"total_size\": {}\n  }},\n"
-                                "  \"weight_map\": {{",
-                                total_size);
+  std::string out = fmt::format(
+      "{{\n  \"metadata\": {{\n    \"total_size\": {}\n  }},\n"
+      "  \"weight_map\": {{",
+      total_size);
   bool first = true;
   for (const auto& [tensor, file] : sorted) {
     out += fmt::format("{}\n    \"{}\": \"{}\"", first ? "" : ",", tensor, file);
@@ -133,7 +134,8 @@ bool check_target(const std::string& folder, bool replace) {
 
 HfWriteRecord write_hf_checkpoint(const std::string& folder,
                                   const std::vector<NamedTensor>& tensors, const ModelArgs& args,
-                                  const HfWriteOptions& o, const std::function<bool()>& should_abort) {
+                                  const HfWriteOptions& o,
+                                  const std::function<bool()>& should_abort) {
   hf_dtype_name(o.dtype);  // refuses another dtype before anything is written
   HfWriteRecord record;
   const auto entries = hf_entries(tensors, args, o, folder, record.tied);
@@ -154,7 +156,8 @@ HfWriteRecord write_hf_checkpoint(const std::string& folder,
     const auto shards = shard(entries, o.max_shard_bytes);
     std::vector<std::pair<std::string, std::string>> weight_map;
     uint64_t total_size = 0;
-    auto write_file = [&](const std::string& file, const std::function<void(HashedFileWriter&)>& f) {
+    auto write_file = [&](const std::string& file,
+                          const std::function<void(HashedFileWriter&)>& f) {
       HashedFileWriter out(tmp + "/" + file, should_abort);
       f(out);
       record.bytes += out.finish().size;
@@ -179,10 +182,12 @@ HfWriteRecord write_hf_checkpoint(const std::string& folder,
     }
     if (shards.size() > 1) {
       const std::string index = index_json(weight_map, total_size);
-      write_file(kHfIndexFile, [&](HashedFileWriter& out) { out.write(index.data(), index.size()); });
+      write_file(kHfIndexFile,
+                 [&](HashedFileWriter& out) { out.write(index.data(), index.size()); });
     }
     const std::string config = format_hf_config(hf_config_for(args, o.dtype, record.tied));
-    write_file(kHfConfigFile, [&](HashedFileWriter& out) { out.write(config.data(), config.size()); });
+    write_file(kHfConfigFile,
+               [&](HashedFileWriter& out) { out.write(config.data(), config.size()); });
     fsync_folder(tmp);
     if (exists) {
       // Replaced only now that the new folder is complete, as checkpoint_io replaces a step.
