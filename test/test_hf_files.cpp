@@ -121,6 +121,8 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
   CHECK_THAT(config_error([&] { parse("{\"hidden_size\": 64.5}"); }),
              Catch::Contains("must be a non-negative integer"));
   CHECK_THAT(config_error([&] { parse("{\"hidden_size\": 64"); }), Catch::Contains("JSON"));
+  CHECK_THAT(config_error([&] { parse(replaced(good, "\"factor\": 8.0,", "")); }),
+             Catch::Contains("llama3 rope scaling needs factor"));
   CHECK(python_float_repr(500000.0) == "500000.0");
   CHECK(python_float_repr(1e-5) == "1e-05");
   CHECK(python_float_repr(0.02) == "0.02");
@@ -274,6 +276,8 @@ TEST_CASE("hf: the writer never overwrites, and replaces only a folder of its ow
   CHECK_THROWS_AS(write_hf_checkpoint(dir + "/file", params, tiny(), o), FileRefused);
   fs::create_symlink(dir + "/out", dir + "/link");
   CHECK_THROWS_AS(write_hf_checkpoint(dir + "/link", params, tiny(), o), FileRefused);
+  CHECK_THAT(config_error([&] { write_hf_checkpoint(".", params, tiny(), o); }),
+             Catch::Contains("names no new folder"));
   auto fewer = params;
   fewer.pop_back();
   CHECK_THAT(config_error([&] { write_hf_checkpoint(dir + "/new", fewer, tiny(), o); }),

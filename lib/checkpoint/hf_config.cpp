@@ -50,9 +50,14 @@ std::vector<std::string> string_list(JsonCursor& cur, const std::string& key) {
   return out;
 }
 
-// The members of a rope_scaling or rope_parameters object; rope_theta only in the latter.
+// The members of a rope_scaling or rope_parameters object; rope_theta only in the latter. llama3
+// scaling needs all four of its parameters (transformers refuses the config otherwise), so none
+// is taken from a default.
 void parse_rope_object(JsonCursor& cur, HfRopeScaling& s, std::optional<double>* theta) {
+  int scaling_fields = 0;
   cur.object([&](const std::string& key) {
+    scaling_fields += key == "factor" || key == "low_freq_factor" || key == "high_freq_factor" ||
+                      key == "original_max_position_embeddings";
     if (key == "rope_type" || key == "type") {
       s.rope_type = text_value(cur, key);
     } else if (key == "factor") {
@@ -69,6 +74,11 @@ void parse_rope_object(JsonCursor& cur, HfRopeScaling& s, std::optional<double>*
       cur.skip_value();
     }
   });
+  if (s.rope_type == "llama3" && scaling_fields < 4) {
+    cur.fail(
+        "llama3 rope scaling needs factor, low_freq_factor, high_freq_factor and "
+        "original_max_position_embeddings");
+  }
 }
 
 HfLlamaConfig parse_fields(const std::string& text, const std::string& path) {

@@ -141,11 +141,14 @@ HfWriteRecord write_hf_checkpoint(const std::string& folder,
   const auto entries = hf_entries(tensors, args, o, folder, record.tied);
   fs::path target = fs::path(folder).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "out/" -> "out"
+  const std::string name = target.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    throw ConfigError(folder, "names no new folder", "give the path of the folder to create");
+  }
   const bool exists = check_target(target.string(), o.replace);
   fs::path parent = target.parent_path();
   if (parent.empty()) parent = ".";
   make_output_folder(parent.string(), FolderLink::kFollow);
-  const std::string name = target.filename().string();
   const std::string tmp = (parent / ("." + name + ".tmp")).string();
   std::error_code ec;
   fs::remove_all(tmp, ec);
