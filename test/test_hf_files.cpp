@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <tuple>
 
 #include "catch_torch.h"
 #include "checkpoint/hf_checkpoint.h"
