@@ -9,7 +9,11 @@
 #include <ostream>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/hf_checkpoint.h"
+#include "checkpoint/hf_llama.h"
 #include "checkpoint/model_checkpoint.h"
+#include "config/loader.h"
+#include "model/model_args.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/strings.h"
@@ -22,14 +26,18 @@ namespace fs = std::filesystem;
 struct ExportRequest {
   bool help = false;
   bool force = false;
+  bool hf = false;
   std::string checkpoint, output;
-  at::ScalarType dtype = at::kFloat;
+  std::string dtype = "float32";
 };
 
-at::ScalarType parse_dtype(const std::string& text) {
-  if (auto dtype = parse_enum<ExportDtype>(text)) return export_scalar_type(*dtype);
-  throw ConfigError("--dtype", fmt::format("\"{}\" is not a dtype export writes", text),
-                    "use float32 or bfloat16");
+// The dtype to write: float32 or bfloat16, and with --hf also float16 (a Hugging Face release's
+// torch_dtype may be any of the three).
+at::ScalarType scalar_type(const ExportRequest& r) {
+  if (auto dtype = parse_enum<ExportDtype>(r.dtype)) return export_scalar_type(*dtype);
+  if (r.hf && r.dtype == "float16") return at::kHalf;
+  throw ConfigError("--dtype", fmt::format("\"{}\" is not a dtype export writes", r.dtype),
+                    r.hf ? "use float32, bfloat16 or float16" : "use float32 or bfloat16");
 }
 
 ExportRequest parse_export_args(const std::vector<std::string>& args) {
@@ -45,12 +53,14 @@ ExportRequest parse_export_args(const std::vector<std::string>& args) {
       r.help = true;
     } else if (a == "--force") {
       r.force = true;
+    } else if (a == "--hf") {
+      r.hf = true;
     } else if (a == "-o" || a == "--output") {
       r.output = value(i, a);
     } else if (a == "--dtype") {
-      r.dtype = parse_dtype(value(i, a));
+      r.dtype = value(i, a);
     } else if (starts_with(a, "--dtype=")) {
-      r.dtype = parse_dtype(a.substr(8));
+      r.dtype = a.substr(8);
     } else if (starts_with(a, "-")) {
       throw ConfigError(a, "unknown option of export", "see titan-train export --help");
     } else if (r.checkpoint.empty()) {
@@ -65,9 +75,25 @@ ExportRequest parse_export_args(const std::vector<std::string>& args) {
                       "titan-train export CHECKPOINT_DIR -o FILE");
   }
   if (r.output.empty()) {
-    throw ConfigError("export", "no output file given", "add -o model.safetensors");
+    throw ConfigError("export", r.hf ? "no output folder given" : "no output file given",
+                      r.hf ? "add -o FOLDER" : "add -o model.safetensors");
   }
+  scalar_type(r);  // a bad --dtype is refused before the checkpoint is read
   return r;
+}
+
+// Refuses an output inside the checkpoint being read (the folder given or its step folder).
+void check_outside(const ExportRequest& r, const std::string& step_folder) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(r.output, ec);
+  for (const std::string& read : {step_folder, r.checkpoint}) {
+    const fs::path folder = fs::weakly_canonical(read, ec);
+    const auto rel = out.lexically_relative(folder);
+    if (!ec && !rel.empty() && *rel.begin() != "..") {
+      throw ConfigError(r.output, fmt::format("is inside {}, the checkpoint being exported", read),
+                        "write the export outside the checkpoint folder");
+    }
+  }
 }
 
 // Refuses an output that --force must not replace: anything but a regular file (a device such
@@ -82,16 +108,38 @@ void check_output(const ExportRequest& r, const std::string& step_folder) {
   if (exists && !r.force) {
     throw ConfigError(r.output, "exists", "remove it, choose another -o, or pass --force");
   }
-  std::error_code ec;
-  const fs::path out = fs::weakly_canonical(r.output, ec);
-  for (const std::string& read : {step_folder, r.checkpoint}) {
-    const fs::path folder = fs::weakly_canonical(read, ec);
-    const auto rel = out.lexically_relative(folder);
-    if (!ec && !rel.empty() && *rel.begin() != "..") {
-      throw ConfigError(r.output, fmt::format("is inside {}, the checkpoint being exported", read),
-                        "write the export outside the checkpoint folder");
-    }
-  }
+  check_outside(r, step_folder);
+}
+
+// The model the checkpoint's config.toml builds (flavor, and training.seq_len as its RoPE table
+// length, as a run builds it).
+ModelArgs checkpoint_model_args(const CheckpointContents& c, const std::string& folder,
+                                Flavor& flavor) {
+  Config config;
+  apply_toml(config, c.config_toml, folder + "/config.toml");
+  flavor = config.model.flavor;
+  ModelArgs args = model_args_for_flavor(config.model.flavor);
+  args.max_seq_len = config.training.seq_len;
+  return args;
+}
+
+int export_hf(const ExportRequest& r, const std::string& folder, std::ostream& out) {
+  check_outside(r, folder);
+  const CheckpointContents c = load_checkpoint(folder);
+  Flavor flavor{};
+  const ModelArgs args = checkpoint_model_args(c, folder, flavor);
+  HfWriteOptions options;
+  options.dtype = scalar_type(r);
+  options.tie_if_equal = hf_ties_embeddings(flavor);
+  options.replace = r.force;
+  const HfWriteRecord record = write_hf_checkpoint(r.output, c.model, args, options);
+  out << fmt::format(
+      "exported {} (step {}) to {} as a Hugging Face Llama checkpoint: {} files, {}, {:.1f} "
+      "MiB{}\n",
+      folder, c.step, record.path, record.files.size(), r.dtype,
+      static_cast<double>(record.bytes) / (1 << 20),
+      record.tied ? ", lm_head tied to embed_tokens" : "");
+  return kExitOk;
 }
 
 }  // namespace
@@ -99,10 +147,18 @@ void check_output(const ExportRequest& r, const std::string& step_folder) {
 std::string export_usage() {
   return "usage: titan-train export CHECKPOINT_DIR -o FILE.safetensors [--dtype float32|bfloat16] "
          "[--force]\n"
+         "       titan-train export CHECKPOINT_DIR -o FOLDER --hf "
+         "[--dtype float32|bfloat16|float16] [--force]\n"
          "Writes the checkpoint's model weights (torchtitan's parameter names) as safetensors.\n"
+         "With --hf, a Hugging Face Llama checkpoint folder (config.json and model.safetensors,\n"
+         "or 5 GB shards with model.safetensors.index.json) that transformers' "
+         "LlamaForCausalLM\n"
+         "loads: its names, q/k rows in its rotate-half RoPE order, lm_head tied to the\n"
+         "embeddings only for the 1B flavor and only when they are bitwise equal.\n"
          "CHECKPOINT_DIR is a step-N folder or a folder of them (the latest is taken). An "
          "existing\n"
-         "FILE is kept unless --force.\n";
+         "FILE or FOLDER is kept unless --force (a folder only when it holds nothing but such an\n"
+         "export).\n";
 }
 
 int run_export(const std::vector<std::string>& args, std::ostream& out) {
@@ -114,9 +170,11 @@ int run_export(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<std::string> warnings;
   const std::string folder = resolve_step_folder(r.checkpoint, warnings);
   for (const auto& w : warnings) std::cerr << "titan-train: warning: " << w << "\n";
+  if (r.hf) return export_hf(r, folder, out);
   check_output(r, folder);
   const CheckpointContents c = load_checkpoint(folder);
-  const auto tensors = parameters_as(c.model, r.dtype);
+  const at::ScalarType dtype = scalar_type(r);
+  const auto tensors = parameters_as(c.model, dtype);
   const std::string tmp = r.output + ".tmp";
   std::error_code ec;
   fs::remove(tmp, ec);
@@ -128,8 +186,8 @@ int run_export(const std::vector<std::string>& args, std::ostream& out) {
     throw RuntimeFailure(fmt::format("cannot write {}", r.output));
   }
   out << fmt::format("exported {} tensors ({}, {:.1f} MiB) of {} (step {}) to {}\n", tensors.size(),
-                     r.dtype == at::kFloat ? "float32" : "bfloat16",
-                     static_cast<double>(record.size) / (1 << 20), folder, c.step, r.output);
+                     r.dtype, static_cast<double>(record.size) / (1 << 20), folder, c.step,
+                     r.output);
   return kExitOk;
 }
 

@@ -125,14 +125,34 @@ bool same_entry(const NumericsEntry& a, const NumericsEntry& b) {
          a.position == b.position && a.op == b.op;
 }
 
-bool same_values(const NumericsEntry& a, const NumericsEntry& b) {
-  if (a.kind != NumericsKind::kOp) return a.stats.checksum == b.stats.checksum;
+// Within a relative tolerance: |a - b| <= tolerance x scale (NaN never is).
+bool within(double a, double b, double scale, double tolerance) {
+  return std::fabs(a - b) <= tolerance * scale;
+}
+
+// Without a tolerance, the bits (checksums); with one, the statistics: another implementation of
+// the same function rounds differently, so its checksums never match but its mean and max_abs
+// agree to a few ulps, each relative to the larger max_abs (a mean near 0 has no scale of its own).
+bool same_values(const NumericsEntry& a, const NumericsEntry& b, std::optional<double> tolerance) {
+  if (a.kind != NumericsKind::kOp) {
+    if (!tolerance) return a.stats.checksum == b.stats.checksum;
+    const double scale = std::max(a.stats.max_abs, b.stats.max_abs);
+    return within(a.stats.mean, b.stats.mean, scale, *tolerance) &&
+           within(a.stats.max_abs, b.stats.max_abs, scale, *tolerance);
+  }
   if (a.outputs.size() != b.outputs.size()) return false;
   for (size_t i = 0; i < a.outputs.size(); ++i) {
     const auto &x = a.outputs[i], &y = b.outputs[i];
-    if (x.dtype != y.dtype || x.sizes != y.sizes || x.device != y.device || x.hashed != y.hashed ||
-        x.checksum != y.checksum) {
+    if (x.dtype != y.dtype || x.sizes != y.sizes || x.device != y.device || x.hashed != y.hashed) {
       return false;
+    }
+    if (!tolerance) {
+      if (x.checksum != y.checksum) return false;
+    } else if (x.max_abs && y.max_abs) {
+      const double scale = std::max(*x.max_abs, *y.max_abs);
+      if (!within(*x.max_abs, *y.max_abs, scale, *tolerance)) return false;
+    } else if (x.checksum != y.checksum) {
+      return false;  // not floating: exact
     }
   }
   return true;
@@ -153,12 +173,12 @@ std::optional<NumericsEntry> entry_at(const std::vector<NumericsEntry>& v, size_
 // Walks both lists in order. Sets `op` at the first op whose outputs differ and `block` at the
 // first other entry that differs (or where the lists stop listing the same entries), then stops.
 void first_differences(const std::vector<NumericsEntry>& a, const std::vector<NumericsEntry>& b,
-                       std::optional<NumericsDifference>& block,
+                       std::optional<double> tolerance, std::optional<NumericsDifference>& block,
                        std::optional<NumericsDifference>* op) {
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     auto ea = entry_at(a, i), eb = entry_at(b, i);
     if (ea && eb && same_entry(*ea, *eb)) {
-      if (same_values(*ea, *eb)) continue;
+      if (same_values(*ea, *eb, tolerance)) continue;
       if (ea->kind == NumericsKind::kOp) {
         if (op && !*op) *op = NumericsDifference{ea, eb};
         continue;
@@ -207,9 +227,11 @@ RunFiles locate_run(const std::string& arg) {
   return run;
 }
 
-NumericsComparison compare_numerics(const NumericsLogFile& a, const NumericsLogFile& b) {
+NumericsComparison compare_numerics(const NumericsLogFile& a, const NumericsLogFile& b,
+                                    std::optional<double> tolerance) {
   NumericsComparison n;
   n.compared = true;
+  n.tolerance = tolerance;
   const bool ops = a.level == "ops" && b.level == "ops";
   if (a.level != b.level) n.note = "only one run traced ops: op lines left out";
   size_t j = 0;
@@ -219,11 +241,12 @@ NumericsComparison compare_numerics(const NumericsLogFile& a, const NumericsLogF
     const auto& sb = b.steps[j];
     if (sb.step != sa.step) continue;
     if (ops) {
-      first_differences(sa.forward, sb.forward, n.forward, &n.op);
+      first_differences(sa.forward, sb.forward, tolerance, n.forward, &n.op);
     } else {
-      first_differences(without_ops(sa.forward), without_ops(sb.forward), n.forward, nullptr);
+      first_differences(without_ops(sa.forward), without_ops(sb.forward), tolerance, n.forward,
+                        nullptr);
     }
-    first_differences(sa.gradients, sb.gradients, n.gradient, nullptr);
+    first_differences(sa.gradients, sb.gradients, tolerance, n.gradient, nullptr);
     if (n.forward || n.op || n.gradient) {
       n.step = sa.step;
       return n;
@@ -260,7 +283,7 @@ Comparison compare_runs(const std::string& run_a, const std::string& run_b,
   }
   compare_steps(c, fa, fb);
   if (na && nb) {
-    c.numerics = compare_numerics(*na, *nb);
+    c.numerics = compare_numerics(*na, *nb, tolerance);
   } else {
     c.numerics.note = (c.a.numerics || c.b.numerics)
                           ? "only one run has numerics.log"

@@ -56,6 +56,7 @@ struct NumericsComparison {
   std::optional<NumericsDifference> forward;   // first block-level tensor, forward order
   std::optional<NumericsDifference> op;        // first op (both traced ops)
   std::optional<NumericsDifference> gradient;  // first gradient, backward order
+  std::optional<double> tolerance;             // set: statistics compared, not checksums
 };
 
 struct Comparison {
@@ -80,14 +81,19 @@ struct Comparison {
 };
 
 // Reads both runs and compares them. `tolerance` (relative) lets loss, grad_norm and lr differ
-// by up to REL x max(|a|, |b|) and ignores checksums (different hardware computes other bits).
+// by up to REL x max(|a|, |b|) and ignores checksums (different hardware computes other bits);
+// numerics.log's tensors then differ when their mean or max_abs differ by more than REL x the
+// larger max_abs (an op's outputs: their max_abs), so that a run can be compared with another
+// implementation's trace (scripts/reference/hf_llama_reference.py writes one).
 // Throws ConfigError naming file and line for a missing, malformed or truncated input, or when
 // the runs share no step.
 Comparison compare_runs(const std::string& run_a, const std::string& run_b,
                         std::optional<double> tolerance);
 
-// The first difference between two numerics.log files (exposed for tests).
-NumericsComparison compare_numerics(const NumericsLogFile& a, const NumericsLogFile& b);
+// The first difference between two numerics.log files (exposed for tests): checksums, or with
+// `tolerance` the statistics as compare_runs says.
+NumericsComparison compare_numerics(const NumericsLogFile& a, const NumericsLogFile& b,
+                                    std::optional<double> tolerance = std::nullopt);
 
 // The report for people, and the same as one JSON object.
 std::string format_comparison_text(const Comparison& c);

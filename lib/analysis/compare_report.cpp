@@ -91,11 +91,15 @@ void append_numerics(std::string& out, const NumericsComparison& n) {
     return;
   }
   if (!n.note.empty()) out += fmt::format("numerics.log: {}\n", n.note);
+  const std::string beyond =
+      n.tolerance ? fmt::format(" beyond tolerance {} (mean and max_abs; checksums not compared)",
+                                *n.tolerance)
+                  : "";
   if (!n.step) {
-    out += "numerics.log: no difference in the steps both runs traced\n";
+    out += fmt::format("numerics.log: no difference{} in the steps both runs traced\n", beyond);
     return;
   }
-  out += fmt::format("numerics.log: first difference at step {}\n", *n.step);
+  out += fmt::format("numerics.log: first difference{} at step {}\n", beyond, *n.step);
   append_numerics_difference(out, "first tensor (forward order)", n.forward);
   append_numerics_difference(out, "first op", n.op);
   append_numerics_difference(out, "first gradient (backward order)", n.gradient);

@@ -1,5 +1,9 @@
 #include "util/json_cursor.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "util/strings.h"
 
 namespace titan {
@@ -257,6 +261,40 @@ uint64_t JsonCursor::unsigned_integer() {
     value = value * 10 + digit;
   }
   return value;
+}
+
+double JsonCursor::real() {
+  const char c = peek();
+  if (c != '-' && !is_digit(c)) fail("expected a number, found " + describe(c));
+  const size_t start = i_;
+  number();
+  const std::string text = s_.substr(start, i_ - start);
+  errno = 0;
+  const double value = std::strtod(text.c_str(), nullptr);
+  if (errno == ERANGE && std::isinf(value)) {
+    i_ = start;
+    fail("number out of range");
+  }
+  return value;
+}
+
+bool JsonCursor::boolean() {
+  const char c = peek();
+  if (c == 't') {
+    literal("true");
+    return true;
+  }
+  if (c == 'f') {
+    literal("false");
+    return false;
+  }
+  fail("expected true or false, found " + describe(c));
+}
+
+bool JsonCursor::null() {
+  if (peek() != 'n') return false;
+  literal("null");
+  return true;
 }
 
 }  // namespace titan

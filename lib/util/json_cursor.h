@@ -45,6 +45,13 @@ class JsonCursor {
   void object(const std::function<void(const std::string& key)>& member);
   // A number that is a non-negative integer fitting in 64 bits (no fraction or exponent).
   uint64_t unsigned_integer();
+  // Any JSON number, as the nearest double (strtod of its text). Refuses one out of double's
+  // range rather than returning infinity.
+  double real();
+  // true or false.
+  bool boolean();
+  // Consumes a null and returns true when the next value is one; otherwise consumes nothing.
+  bool null();
 
   [[noreturn]] void fail(const std::string& what) { throw JsonSyntaxError(what, i_ + 1); }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates test/data/llama_reference.bin, the PyTorch reference that the
-# C++ Llama parity test compares titan-train's model against.
+# C++ Llama parity test compares titan-train's model against, and the Hugging
+# Face import's reference (test/data/hf_tiny/, hf_llama_reference.bin,
+# hf_reference_run/: scripts/reference/hf_llama_reference.py).
 # Needs Debian's PyTorch (python3-torch) at /usr/bin/python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,3 +18,6 @@ fi
 
 mkdir -p test/data
 /usr/bin/python3 scripts/reference/llama_reference.py --out test/data/llama_reference.bin
+# The Hugging Face import's reference: a tied bf16 sharded checkpoint of the tiny flavor, the
+# logits a transformers-convention Llama computes from it, and that forward's numerics trace.
+/usr/bin/python3 scripts/reference/hf_llama_reference.py --data-dir test/data
