@@ -87,6 +87,17 @@ void check_output_names(const Config& config) {
   }
 }
 
+void check_profiling(const Config& config) {
+  const ProfilingConfig& p = config.profiling;
+  if (p.enable_profiling && p.profiler_warmup + p.profiler_active > p.profile_freq) {
+    throw ConfigError(key_location(config, "profiling.profile_freq"),
+                      fmt::format("{} is shorter than profiler_warmup + profiler_active = {}",
+                                  p.profile_freq, p.profiler_warmup + p.profiler_active),
+                      "each profiling window (warmup, then recorded steps) must fit in "
+                      "profile_freq steps");
+  }
+}
+
 void check_validation(const Config& config) {
   const ValidationConfig& v = config.validation;
   if (v.enable && v.seq_len > config.training.seq_len) {
@@ -134,6 +145,7 @@ void check_torchtitan_keys(const Config& config) {
   check_checkpoint_keys(config);
   check_output_names(config);
   check_validation(config);
+  check_profiling(config);
 }
 
 void resolve_deprecated_keys(Config& config) {

@@ -108,16 +108,29 @@ std::vector<std::string> apply_nccl_environment(bool deterministic) {
   return settings;
 }
 
+std::vector<std::string> apply_flight_recorder_environment(const CommConfig& comm,
+                                                           const std::string& dump_file) {
+  if (comm.trace_buf_size <= 0) return {};
+  return {set_default_env("TORCH_FR_BUFFER_SIZE", std::to_string(comm.trace_buf_size).c_str()),
+          set_default_env("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+          set_default_env("TORCH_FR_DUMP_TEMP_FILE", dump_file.c_str())};
+}
+
 std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm,
                                                  GroupBackend backend, const c10::Device& device,
-                                                 bool deterministic) {
+                                                 bool deterministic,
+                                                 const std::string& flight_recorder_file) {
   switch (backend) {
     case GroupBackend::kSingle:
       return std::make_unique<SingleProcessGroup>();
     case GroupBackend::kGloo:
       return make_gloo_group(world, comm);
-    case GroupBackend::kNccl:
-      return make_nccl_group(world, comm, device, apply_nccl_environment(deterministic));
+    case GroupBackend::kNccl: {
+      std::vector<std::string> settings = apply_nccl_environment(deterministic);
+      for (auto& s : apply_flight_recorder_environment(comm, flight_recorder_file))
+        settings.push_back(std::move(s));
+      return make_nccl_group(world, comm, device, settings);
+    }
   }
   throw std::logic_error("unhandled GroupBackend");
 }

@@ -109,13 +109,22 @@ std::string shared_device_conflict(const std::vector<std::string>& devices);
 // `deterministic` when the user set them (they order the sums).
 std::vector<std::string> apply_nccl_environment(bool deterministic);
 
+// NCCL's flight recorder as comm.trace_buf_size asks (torchtitan's): TORCH_FR_BUFFER_SIZE, and
+// with a buffer TORCH_NCCL_DUMP_ON_TIMEOUT=1 and TORCH_FR_DUMP_TEMP_FILE=`dump_file` (the
+// prefix of each rank's dump, in the run folder's comm traces folder). Variables the user set
+// are kept. Returns their descriptions as apply_nccl_environment does; none with a 0 buffer.
+std::vector<std::string> apply_flight_recorder_environment(const CommConfig& comm,
+                                                           const std::string& dump_file);
+
 // The group `world` describes for `backend` (see choose_backend): a single-process group, or a
 // Gloo or NCCL group after the rendezvous (every rank arrives within comm.init_timeout_seconds,
 // else RuntimeFailure naming those that did not). An NCCL group works on `device` and applies
-// apply_nccl_environment(deterministic) first. Logs nothing. Throws ConfigError for a group this
-// build cannot make.
+// apply_nccl_environment(deterministic) and apply_flight_recorder_environment(comm,
+// `flight_recorder_file`) first. Logs nothing. Throws ConfigError for a group this build cannot
+// make.
 std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const CommConfig& comm,
                                                  GroupBackend backend, const c10::Device& device,
-                                                 bool deterministic);
+                                                 bool deterministic,
+                                                 const std::string& flight_recorder_file = "");
 
 }  // namespace titan

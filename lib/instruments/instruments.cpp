@@ -2,6 +2,7 @@
 
 #include "instruments/layer_norms.h"
 #include "instruments/precision_probe.h"
+#include "instruments/profiler.h"
 #include "instruments/rerun.h"
 #include "instruments/rerun_check.h"
 #include "instruments/validation.h"
@@ -39,6 +40,10 @@ std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup&
   if (rerun_armed(config.debug))
     out.push_back(std::make_shared<RerunCheck>(config, s.folder, s.tracer, s.dataset, s.rank));
   if (config.validation.enable) out.push_back(make_validation(s));
+  if (config.profiling.enable_profiling || config.profiling.enable_memory_snapshot) {
+    out.push_back(std::make_shared<Profiler>(config.profiling, s.folder, s.rank,
+                                             s.step_options.device.is_cuda()));
+  }
   return out;
 }
 

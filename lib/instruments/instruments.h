@@ -39,7 +39,8 @@ struct InstrumentSetup {
 };
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
-// per-layer norms, precision attribution, the rerun check, validation. Writes nothing; throws
+// per-layer norms, precision attribution, the rerun check, validation, profiling. Writes
+// nothing; throws
 // ConfigError for what an instrument's config or data refuses.
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);
 

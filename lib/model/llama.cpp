@@ -1,5 +1,7 @@
 #include "model/llama.h"
 
+#include <ATen/record_function.h>
+
 #include <torch/nn/functional/activation.h>
 
 #include <cmath>
@@ -139,6 +141,7 @@ TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
   norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
   output = register_module("output", linear(args.dim, args.vocab_size));
   runners_.resize(args.n_layers);
+  for (int64_t i = 0; i < args.n_layers; ++i) block_names_.push_back("layers." + std::to_string(i));
   freqs_cis_ = register_buffer(
       "freqs_cis",
       precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta, args.rope_scaling));
@@ -152,7 +155,10 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   for (size_t i = 0; i < layers->size(); ++i) {
     // Shared ownership: a checkpointed block's function lives until its backward.
     auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(i));
-    BlockFunction run = [block, freqs = freqs_cis_](const at::Tensor& x) {
+    BlockFunction run = [block, freqs = freqs_cis_, name = block_names_[i]](const at::Tensor& x) {
+      // A span named after the block for profilers (a user scope: the op tracers, which record
+      // FUNCTION scopes, do not see it), around its forward and its recomputation.
+      RECORD_USER_SCOPE(name.c_str());
       return block->forward(x, freqs);
     };
     const auto layer = static_cast<int64_t>(i);

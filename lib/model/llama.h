@@ -117,6 +117,7 @@ class TransformerImpl : public torch::nn::Module {
   ModelArgs args_;
   at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
   std::vector<BlockRunner> runners_;
+  std::vector<std::string> block_names_;  // "layers.3": each block's profiler span
   std::shared_ptr<ForwardObserver> observer_;
 };
 TORCH_MODULE(Transformer);

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "config/run_folder.h"
 #include "determinism/determinism.h"
 #include "metrics/device_stats.h"
 #include "train/rank_agreement.h"
@@ -111,8 +112,10 @@ RunContext build_run_context(const Config& config, std::ostream& log,
     // Processes on one machine share its cores (torchrun sets OMP_NUM_THREADS=1 for this).
     threads = std::max<int64_t>(1, available_cores() / c.world.local_world_size);
   }
-  c.process_group =
-      make_process_group(c.world, c.config.comm, backend, c.device, c.config.debug.deterministic);
+  const std::string flight_recorder = RunFolder(c.config).subfolder(RunSubfolder::kCommTraces) +
+                                      "/" + c.config.comm.save_traces_file_prefix;
+  c.process_group = make_process_group(c.world, c.config.comm, backend, c.device,
+                                       c.config.debug.deterministic, flight_recorder);
   if (backend != GroupBackend::kSingle) log << format_rank_line(c) << std::flush;
   check_ranks_agree(c.config, *c.process_group);
   const bool seed_unset = !c.config.debug.seed.has_value();

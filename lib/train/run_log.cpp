@@ -45,6 +45,27 @@ void log_activation_checkpointing(const RunParts& parts, std::ostream& log) {
   }
 }
 
+// What job.print_config, model.print_after_conversion and optimizer.implementation ask to be
+// said at start.
+void log_requested(const RunParts& parts, std::ostream& log) {
+  const Config& config = parts.context.config;
+  if (config.job.print_config) log << "[titan] config (job.print_config):\n" << to_json(config);
+  if (config.model.print_after_conversion) {
+    log << "[titan] model (model.print_after_conversion; no converter runs here):\n";
+    for (const auto& item : parts.model->named_parameters()) {
+      const at::Tensor& t = item.value();
+      log << fmt::format("[titan]   {} {}{}\n", item.key(), c10::toString(t.scalar_type()),
+                         fmt::format("{}", fmt::join(t.sizes(), "x")));
+    }
+  }
+  if (config.optimizer.implementation != OptimizerImplementation::kFused) {
+    log << fmt::format("[titan] optimizer.implementation = {}: titan-train's AdamW ({}) computes "
+                       "the same bits for fused, foreach and for-loop\n",
+                       to_string(config.optimizer.implementation),
+                       to_string(adamw_kernel_of(*parts.optimizer)));
+  }
+}
+
 void log_instruments(const RunParts& parts, std::ostream& log) {
   for (const auto& instrument : parts.instruments) {
     const std::string line = instrument->describe();
@@ -93,6 +114,7 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
                      ctx.device.is_cpu() ? " (measured sgemm)" : "", config.job.dump_folder);
   log_activation_checkpointing(parts, log);
   log_instruments(parts, log);
+  log_requested(parts, log);
   for (const auto& note : parts.start.notes) log << "[titan] " << note << "\n";
   log.flush();
 }

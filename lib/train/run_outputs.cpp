@@ -112,6 +112,9 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   const std::string tb = tensorboard_folder(context, folder, resume_step);
   if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
   for (const auto& instrument : instruments) instrument->open_outputs(resume_step);
+  // NCCL's flight recorder dumps there on a timeout (apply_flight_recorder_environment).
+  if (context.process_group->backend() == "nccl" && context.config.comm.trace_buf_size > 0)
+    folder.make(RunSubfolder::kCommTraces);
   if (rank == 0) {
     write_file_atomically(folder.file(RunFile::kConfig), to_toml(context.config));
     if (const std::string json = folder.config_json(); !json.empty()) {
