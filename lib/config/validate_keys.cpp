@@ -133,9 +133,9 @@ void check_key_kinds(const Config& config) {
   for (const auto& f : config_fields(copy)) {
     if (f.kind != KeyKind::kRefused || is_default(f)) continue;
     throw ConfigError(key_location(config, f.name()),
-                      fmt::format("{} = {}: titan-train does not implement it; only the "
-                                  "default ({}) is accepted",
-                                  f.name(), value_text(f), default_value_of(f)),
+                      fmt::format("set to {}, which titan-train does not implement; only "
+                                  "torchtitan's default ({}) is accepted",
+                                  value_text(f), default_value_of(f)),
                       f.note);
   }
 }

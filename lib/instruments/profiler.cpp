@@ -103,9 +103,10 @@ void Profiler::write_memory_snapshot(int64_t step) {
 
 std::string Profiler::cost_line(const RunTotals& totals) const {
   if (cost_.count == 0) return "";
-  return fmt::format("profiling: {:.1f} ms of recording and writing a profiled step ({} steps), "
-                     "{:.2f}% of the run",
-                     1e3 * cost_.per_count(), cost_.count, cost_.percent_of(totals.seconds));
+  return fmt::format(
+      "profiling: {:.1f} ms of recording and writing a profiled step ({} steps), "
+      "{:.2f}% of the run",
+      1e3 * cost_.per_count(), cost_.count, cost_.percent_of(totals.seconds));
 }
 
 }  // namespace titan

@@ -1,7 +1,6 @@
 #include "model/llama.h"
 
 #include <ATen/record_function.h>
-
 #include <torch/nn/functional/activation.h>
 
 #include <cmath>

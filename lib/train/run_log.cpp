@@ -59,10 +59,10 @@ void log_requested(const RunParts& parts, std::ostream& log) {
     }
   }
   if (config.optimizer.implementation != OptimizerImplementation::kFused) {
-    log << fmt::format("[titan] optimizer.implementation = {}: titan-train's AdamW ({}) computes "
-                       "the same bits for fused, foreach and for-loop\n",
-                       to_string(config.optimizer.implementation),
-                       to_string(adamw_kernel_of(*parts.optimizer)));
+    log << fmt::format(
+        "[titan] optimizer.implementation = {}: titan-train's AdamW ({}) computes "
+        "the same bits for fused, foreach and for-loop\n",
+        to_string(config.optimizer.implementation), to_string(adamw_kernel_of(*parts.optimizer)));
   }
 }
 
