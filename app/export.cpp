@@ -31,13 +31,12 @@ struct ExportRequest {
   std::string dtype = "float32";
 };
 
-// The dtype to write: float32 or bfloat16, and with --hf also float16 (a Hugging Face release's
-// torch_dtype may be any of the three).
+// The dtype to write: checkpoint.export_dtype's choices (torchtitan's float32, bfloat16,
+// float16), for either layout.
 at::ScalarType scalar_type(const ExportRequest& r) {
   if (auto dtype = parse_enum<ExportDtype>(r.dtype)) return export_scalar_type(*dtype);
-  if (r.hf && r.dtype == "float16") return at::kHalf;
   throw ConfigError("--dtype", fmt::format("\"{}\" is not a dtype export writes", r.dtype),
-                    r.hf ? "use float32, bfloat16 or float16" : "use float32 or bfloat16");
+                    "use float32, bfloat16 or float16");
 }
 
 ExportRequest parse_export_args(const std::vector<std::string>& args) {
@@ -145,7 +144,8 @@ int export_hf(const ExportRequest& r, const std::string& folder, std::ostream& o
 }  // namespace
 
 std::string export_usage() {
-  return "usage: titan-train export CHECKPOINT_DIR -o FILE.safetensors [--dtype float32|bfloat16] "
+  return "usage: titan-train export CHECKPOINT_DIR -o FILE.safetensors [--dtype "
+         "float32|bfloat16|float16] "
          "[--force]\n"
          "       titan-train export CHECKPOINT_DIR -o FOLDER --hf "
          "[--dtype float32|bfloat16|float16] [--force]\n"

@@ -142,7 +142,7 @@ TEST_CASE("bad input: an unusable selective_ac_option is exit 2, and mode none i
   auto r = tiny_run("ac", "--activation_checkpoint.selective_ac_option 99999999999999999999");
   check_refused(r);
   CHECK_THAT(r.output, Catch::Contains("activation_checkpoint.selective_ac_option: "
-                                       "\"99999999999999999999\" is not an integer from 1 to "
+                                       "\"99999999999999999999\" is not an integer from 0 to "
                                        "1000000"));
   CHECK_THAT(r.output, !Catch::Contains("stoll"));
   auto ok = tiny_run("ac_none",

@@ -340,7 +340,8 @@ TEST_CASE("export: bitwise float32, exact bfloat16, never over an existing file 
   r = test::run_titan("export " + dir + "/nothing -o " + dir + "/x.safetensors");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("no such checkpoint folder"));
-  r = test::run_titan("export " + step + " -o " + dir + "/x.safetensors --dtype float16");
+  r = test::run_titan("export " + step + " -o " + dir + "/x.safetensors --dtype float64");
   CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("use float32, bfloat16 or float16"));
   CHECK_FALSE(fs::exists(dir + "/x.safetensors"));
 }

@@ -122,11 +122,12 @@ TEST_CASE("outputs: a second run into a locked dump folder exits 2 naming the ho
 
 TEST_CASE("outputs: a failed write of fingerprint.log's header stops the run before step 1",
           "[outputs]") {
-  // A full disk: an 8 KiB tmpfs holds the lock and config.toml (a 4 KiB page each), and nothing
-  // more. (titan-train refuses a link to /dev/full, the easier stand-in, as any planted link.)
+  // A full disk: a 12 KiB tmpfs holds the lock (a 4 KiB page) and config.toml (two pages: every
+  // torchtitan key is written, about 4.6 KB), and nothing more. (titan-train refuses a link to
+  // /dev/full, the easier stand-in, as any planted link.)
   if (::geteuid() != 0) TITAN_SKIP("SKIPPED: mounting a small tmpfs needs root");
   auto dir = test::temp_dir("full");
-  REQUIRE(test::run_shell("mount -t tmpfs -o size=8k tmpfs " + dir + " 2>&1").exit_code == 0);
+  REQUIRE(test::run_shell("mount -t tmpfs -o size=12k tmpfs " + dir + " 2>&1").exit_code == 0);
   auto r = test::run_titan(tiny_run(dir + "/run", 3));
   test::run_shell("umount " + dir);
   CHECK(r.exit_code == 1);

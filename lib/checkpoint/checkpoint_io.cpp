@@ -10,6 +10,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "checkpoint/hf_checkpoint.h"
 #include "config/limits.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -144,20 +145,6 @@ void remove_stale_temporaries(const fs::path& folder) {
   }
 }
 
-// Step N of a folder named "step-N", or -1.
-// N for a folder named exactly checkpoint_folder_name(N), else -1 ("step-07" is not step 7).
-int64_t step_of_folder_name(const std::string& name) {
-  uint64_t step = 0;
-  const std::string digits = name.substr(std::min<size_t>(name.size(), 5));
-  if (!starts_with(name, "step-") || digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos || !parse_u64(digits, step) ||
-      step > static_cast<uint64_t>(INT64_MAX) ||
-      checkpoint_folder_name(static_cast<int64_t>(step)) != name) {
-    return -1;
-  }
-  return static_cast<int64_t>(step);
-}
-
 // Why the folder `path` named `name` is not the checkpoint its name says, or "" when it is (or
 // may be: a damaged one is left to load_checkpoint to name).
 std::string why_not_a_checkpoint(const std::string& path, const std::string& name) {
@@ -165,7 +152,11 @@ std::string why_not_a_checkpoint(const std::string& path, const std::string& nam
   if (step < 0) return fmt::format("the name is not step-N with N written without leading zeros");
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return "not a folder";
-  if (!fs::exists(path + "/" + kManifest, ec)) return "incomplete: no manifest.txt";
+  if (!fs::exists(path + "/" + kManifest, ec)) {
+    // A final save in Hugging Face's layout (checkpoint.last_save_in_hf) has no manifest; it is
+    // written whole or not at all (write_hf_checkpoint).
+    return is_hf_checkpoint_folder(path) ? "" : "incomplete: no manifest.txt";
+  }
   try {
     const Manifest m = read_manifest(path);
     if (m.summary.step != step) {
@@ -214,6 +205,18 @@ std::string read_checked(const std::string& folder, const FileEntry& f) {
 }
 
 }  // namespace
+
+int64_t step_of_folder_name(const std::string& name) {
+  uint64_t step = 0;
+  const std::string digits = name.substr(std::min<size_t>(name.size(), 5));
+  if (!starts_with(name, "step-") || digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos || !parse_u64(digits, step) ||
+      step > static_cast<uint64_t>(INT64_MAX) ||
+      checkpoint_folder_name(static_cast<int64_t>(step)) != name) {
+    return -1;
+  }
+  return static_cast<int64_t>(step);
+}
 
 std::string checkpoint_folder_name(int64_t step) { return fmt::format("step-{}", step); }
 

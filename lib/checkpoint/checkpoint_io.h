@@ -51,6 +51,9 @@ struct SaveRecord {
 // "step-N" (the folder's name for step N).
 std::string checkpoint_folder_name(int64_t step);
 
+// N for a folder named exactly checkpoint_folder_name(N), else -1 ("step-07" is not step 7).
+int64_t step_of_folder_name(const std::string& name);
+
 // Writes `contents` as <folder>/step-<step>/, creating `folder`, after removing stale .step-*.tmp
 // folders. A step-N/ already there is replaced only after the new one is complete. `should_abort`
 // is polled between pieces of the files: when it returns true the temporary folder is removed
@@ -61,9 +64,10 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
 
 // The checkpoints under a folder. A folder counts as step N only when its name is exactly
 // checkpoint_folder_name(N) ("step-N", no leading zeros), it holds a manifest, and the step in its
-// manifest (and, for a full checkpoint, in train_state.bin) is N; any other step-like folder is
-// skipped and named in `warnings` with what it holds, never silently (a backup copy renamed
-// step-100 must not pass for the latest).
+// manifest (and, for a full checkpoint, in train_state.bin) is N, or it is a final save in
+// Hugging Face's layout (is_hf_checkpoint_folder: no manifest, written whole); any other step-like
+// folder is skipped and named in `warnings` with what it holds, never silently (a backup copy
+// renamed step-100 must not pass for the latest).
 struct CheckpointListing {
   std::vector<int64_t> steps;         // ascending; empty when the folder does not exist
   std::vector<std::string> warnings;  // one line per folder skipped

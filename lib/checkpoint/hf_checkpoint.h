@@ -39,6 +39,10 @@ struct HfLoadReport {
   std::vector<std::string> notes;
 };
 
+// Whether `folder` is a Hugging Face checkpoint folder: config.json beside model.safetensors or
+// model.safetensors.index.json (titan-train's own checkpoints have config.toml instead).
+bool is_hf_checkpoint_folder(const std::string& folder);
+
 // The largest safetensors file load_hf_checkpoint reads for `args`: every parameter in float32
 // plus 64 MiB for headers and skipped tables. A larger shard is refused (ConfigError naming it)
 // before it is read.

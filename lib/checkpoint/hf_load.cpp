@@ -115,6 +115,14 @@ std::string read_weights(const std::string& path, uint64_t max_bytes) {
 
 }  // namespace
 
+bool is_hf_checkpoint_folder(const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec) || !fs::is_regular_file(folder + "/" + kHfConfigFile, ec))
+    return false;
+  return fs::is_regular_file(folder + "/" + kHfSingleFile, ec) ||
+         fs::is_regular_file(folder + "/" + kHfIndexFile, ec);
+}
+
 uint64_t hf_max_file_bytes(const ModelArgs& args) {
   return static_cast<uint64_t>(args.num_params()) * 4 + (uint64_t(64) << 20);
 }

@@ -47,6 +47,18 @@ void check_checkpoint_keys(const Config& config) {
                       "checkpoint.last_save_model_only is false",
                       "set checkpoint.last_save_model_only = true");
   }
+  if (c.initial_load_in_hf && !c.initial_load_model_only) {
+    throw ConfigError(key_location(config, "checkpoint.initial_load_in_hf"),
+                      "a Hugging Face checkpoint holds the model only, but "
+                      "checkpoint.initial_load_model_only is false",
+                      "set checkpoint.initial_load_model_only = true");
+  }
+  if (c.initial_load_in_hf && c.initial_load_path.empty() && config.model.hf_assets_path.empty()) {
+    throw ConfigError(key_location(config, "checkpoint.initial_load_in_hf"),
+                      "names no checkpoint: checkpoint.initial_load_path and "
+                      "model.hf_assets_path are both empty",
+                      "set checkpoint.initial_load_path to the Hugging Face checkpoint's folder");
+  }
   static const std::vector<std::string> parts = {"model", "optimizer", "lr_scheduler", "dataloader",
                                                  "train_state"};
   for (const auto& part : c.exclude_from_loading) {

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "config/loader.h"
@@ -74,6 +75,11 @@ StartPoint Checkpointer::resume_or_initialize() {
       return start;
     }
   }
+  if (c.initial_load_in_hf) {
+    load_initial_hf_weights(
+        c.initial_load_path.empty() ? config_.model.hf_assets_path : c.initial_load_path, start);
+    return start;
+  }
   if (c.initial_load_path.empty()) return start;
   if (!c.initial_load_model_only) {
     std::vector<std::string> warnings;
@@ -91,6 +97,10 @@ StartPoint Checkpointer::resume_or_initialize() {
 }
 
 void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
+  if (is_hf_checkpoint_folder(path)) {
+    resume_from_hf_final_save(path, start);
+    return;
+  }
   const auto load_start = SteadyClock::now();
   // A global data order has one position for all ranks: each takes rank 0's state.
   const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load());
@@ -179,6 +189,40 @@ void Checkpointer::restore_parts(const CheckpointContents& c, const std::string&
   start.step = state.step;
   start.state = state;
   last_saved_step_ = start.step;
+}
+
+void Checkpointer::resume_from_hf_final_save(const std::string& path, StartPoint& start) {
+  const int64_t step = step_of_folder_name(std::filesystem::path(path).filename().string());
+  if (step < config_.training.steps) {
+    throw ConfigError(path,
+                      "a Hugging Face checkpoint (checkpoint.last_save_in_hf) holds the model "
+                      "only and cannot resume training",
+                      "resume from a full checkpoint (checkpoint.load_step), or start from its "
+                      "weights at step 0 with checkpoint.initial_load_in_hf and "
+                      "initial_load_path");
+  }
+  HfLoadReport report;
+  load_parameters(*model_, load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report));
+  start.step = step;
+  start.notes.push_back(fmt::format(
+      "checkpoint: {} is the run's final save (Hugging Face layout): nothing to train", path));
+}
+
+void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& start) {
+  const auto load_start = SteadyClock::now();
+  HfLoadReport report;
+  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
+  load_parameters(*model_, tensors);
+  for (const auto& note : report.notes) start.notes.push_back("checkpoint: " + note);
+  start.notes.push_back(fmt::format(
+      "initial weights from the Hugging Face checkpoint {} ({} file(s), {:.1f} MiB{}) in {:.2f} "
+      "s; step 0, fresh optimizer",
+      path, report.files.size(), static_cast<double>(report.bytes) / (1 << 20),
+      report.tied ? ", tied embeddings" : "", seconds_since(load_start)));
+}
+
+at::ScalarType Checkpointer::parameter_dtype() const {
+  return model_->parameters().front().scalar_type();
 }
 
 void Checkpointer::load_initial_weights(const std::string& path, StartPoint& start) {

@@ -8,6 +8,8 @@
 #include <system_error>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/hf_checkpoint.h"
+#include "checkpoint/hf_llama.h"
 #include "checkpoint/model_checkpoint.h"
 #include "config/loader.h"
 #include "config/schema.h"
@@ -18,6 +20,7 @@
 #include "util/files.h"
 #include "util/memory_limit.h"
 #include "util/stop_signal.h"
+#include "util/stopwatch.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -77,6 +80,18 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
     last_saved_step_ = step;
     return;
   }
+  // A relative checkpoint folder is titan-train's own, inside the dump folder: a link planted
+  // there is refused. An absolute one is the user's to point anywhere.
+  run_folder_.make(RunSubfolder::kCheckpoint);
+  if (model_only && c.last_save_in_hf) {
+    const SaveRecord record = save_hf(step);
+    last_saved_step_ = step;
+    console << fmt::format(
+        "[titan] checkpoint: saved {} (model only, Hugging Face layout, {:.1f} MiB) in {:.2f} s\n",
+        record.path, static_cast<double>(record.bytes) / (1 << 20), record.seconds);
+    console.flush();
+    return;
+  }
   CheckpointContents contents;
   if (model_only) {
     contents.model = parameters_as(named_parameters(*model_), export_scalar_type(c.export_dtype));
@@ -90,9 +105,6 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
   contents.model_only = model_only;
   contents.config_hash = config_hash(config_);
   contents.config_toml = to_toml(config_);
-  // A relative checkpoint folder is titan-train's own, inside the dump folder: a link planted
-  // there is refused. An absolute one is the user's to point anywhere.
-  run_folder_.make(RunSubfolder::kCheckpoint);
   SaveRecord record;
   try {
     record = save_checkpoint(folder_, contents, [] { return stop_signal_count() >= 2; });
@@ -112,6 +124,31 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
                          static_cast<double>(record.bytes) / (1 << 20), record.seconds,
                          removed.empty() ? "" : "; removed steps " + steps_list(removed));
   console.flush();
+}
+
+SaveRecord Checkpointer::save_hf(int64_t step) {
+  const auto start = SteadyClock::now();
+  HfWriteOptions options;
+  options.dtype = export_scalar_type(config_.checkpoint.export_dtype);
+  options.tie_if_equal = hf_ties_embeddings(config_.model.flavor);
+  // A rerun that reaches the same last step replaces its own earlier Hugging Face save, as a
+  // titan-train checkpoint of that step would be replaced.
+  options.replace = true;
+  const std::string path = folder_ + "/" + checkpoint_folder_name(step);
+  HfWriteRecord written;
+  try {
+    written = write_hf_checkpoint(path, named_parameters(*model_), model_->args(), options,
+                                  [] { return stop_signal_count() >= 2; });
+  } catch (const WriteAborted&) {
+    throw StoppedBySignal(pending_stop_signal(),
+                          fmt::format("a second {} aborted the Hugging Face save of step-{}",
+                                      signal_name(pending_stop_signal()), step));
+  }
+  SaveRecord record;
+  record.path = written.path;
+  record.bytes = written.bytes;
+  record.seconds = seconds_since(start);
+  return record;
 }
 
 bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()>& state,

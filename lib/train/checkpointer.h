@@ -72,6 +72,13 @@ class Checkpointer {
   // Restores a full checkpoint's model, optimizer and train state, each unless excluded.
   void restore_parts(const CheckpointContents& c, const std::string& path, StartPoint& start);
   void load_initial_weights(const std::string& path, StartPoint& start);
+  // checkpoint.initial_load_in_hf: the Hugging Face checkpoint at `path` (hf_checkpoint.h).
+  void load_initial_hf_weights(const std::string& path, StartPoint& start);
+  // A step-N folder written by last_save_in_hf: the run is over (step N reached) or refused.
+  void resume_from_hf_final_save(const std::string& path, StartPoint& start);
+  // Writes the final model in Hugging Face's layout as step-N (last_save_in_hf).
+  SaveRecord save_hf(int64_t step);
+  at::ScalarType parameter_dtype() const;
   // Whether checkpoint.exclude_from_loading names `part`.
   bool excluded(const std::string& part) const;
   // Whether this run writes checkpoints (checkpoint.enable without load_only).
