@@ -207,3 +207,22 @@ TEST_CASE("torchtitan keys: the console line has torchtitan's colours on a termi
 }
 
 }  // namespace titan
+
+namespace titan {
+
+TEST_CASE(
+    "torchtitan keys: every key of torchtitan's list is in --help, and "
+    "docs/torchtitan-keys.md is the table --help gives",
+    "[config][torchtitan]") {
+  if (test::run_shell("command -v python3 >/dev/null 2>&1").exit_code != 0)
+    TITAN_SKIP("python3 is missing: scripts/key_table.py cannot run");
+  const std::string table = test::temp_dir("key_table") + "/keys.md";
+  const auto r =
+      test::run_shell("python3 " + test::source_dir() + "/scripts/key_table.py " + test::binary() +
+                      " " + data_file("torchtitan_v0.2.2_keys.txt") + " > " + table + " 2>&1");
+  INFO(test::read_text(table));
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::read_text(table) == test::read_text(test::source_dir() + "/docs/torchtitan-keys.md"));
+}
+
+}  // namespace titan

@@ -94,6 +94,8 @@ std::string help_text() {
       "Subcommands:\n"
       "  titan-train compare RUN_A RUN_B [--tolerance REL] [--json]\n"
       "                     where two runs' numerics part (titan-train compare --help)\n"
+      "  titan-train export CHECKPOINT_DIR -o OUT [--hf] [--dtype D] [--force]\n"
+      "                     a checkpoint's weights as safetensors or a Hugging Face folder\n"
       "\n"
       "Exit codes: 0 success, 1 runtime failure, 2 bad config or usage,\n"
       "            3 a determinism or recompute check failed,\n"
@@ -112,6 +114,11 @@ std::string help_text() {
         std::string choices;
         for (auto& c : f.choices) choices += (choices.empty() ? "" : " | ") + c;
         out += fmt::format("      one of: {}\n", choices);
+      }
+      if (f.excluded_from_hash) {
+        out += "      outside the config hash\n";
+      } else if (f.hashed_when_changed) {
+        out += "      in the config hash when not at its default\n";
       }
       if (f.kind == KeyKind::kNoEffect) {
         out += fmt::format("      no effect here: {}\n", f.note);
