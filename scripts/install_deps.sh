@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libopenblas0-pthread
-          cmake g++ ninja-build)
+          libpcre2-dev nlohmann-json3-dev cmake g++ ninja-build)
 if [ "${1:-}" = "--tests" ]; then packages+=(python3-matplotlib python3-torch python3-protobuf); fi
 missing=()
 for p in "${packages[@]}"; do
