@@ -10,11 +10,31 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { Tokenizer, AddedToken } = require('tokenizers');
+const tk = require('tokenizers');
+const { Tokenizer, AddedToken } = tk;
+
+// torchtitan's strategy 2a: vocab.json + merges.txt -> BPE with a ByteLevel pre-tokenizer
+// (no prefix space) and a ByteLevel post-processor (the ByteLevel decoder torchtitan also sets
+// does not touch encoding, and the Node binding has none).
+async function from_vocab_files(dir) {
+  const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'vocab.json'), 'utf8'));
+  const merges = [];
+  for (let line of fs.readFileSync(path.join(dir, 'merges.txt'), 'utf8').split('\n')) {
+    line = line.trim();
+    if (!line || line.startsWith('#')) continue;
+    const parts = line.split(/\s+/);
+    if (parts.length >= 2) merges.push([parts[0], parts[1]]);
+  }
+  const tok = new Tokenizer(tk.BPE.init(vocab, merges));
+  tok.setPreTokenizer(tk.byteLevelPreTokenizer(false));
+  tok.setPostProcessor(tk.byteLevelProcessing(true));
+  return tok;
+}
 
 (async () => {
   const [dir, corpus_path, out] = process.argv.slice(2);
-  const tok = Tokenizer.fromFile(path.join(dir, 'tokenizer.json'));
+  const tok = fs.existsSync(path.join(dir, 'tokenizer.json'))
+    ? Tokenizer.fromFile(path.join(dir, 'tokenizer.json')) : await from_vocab_files(dir);
   const config_path = path.join(dir, 'tokenizer_config.json');
   const config = fs.existsSync(config_path) ? JSON.parse(fs.readFileSync(config_path, 'utf8')) : null;
   let bos_token = null, eos_token = null, bos_id = null, eos_id = null;

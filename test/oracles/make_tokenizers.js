@@ -11,6 +11,7 @@
 //   spm/        SentencePiece-style BPE (Llama 2 layout): Prepend/Replace normalizer, no
 //               pre-tokenizer, byte_fallback, unk_token with fuse_unk, TemplateProcessing "<s> $A";
 //               vocabulary and merges trained here on the corpus.
+//   vocabfiles/ vocab.json + merges.txt of the same vocabulary (torchtitan builds the BPE).
 //   mix/        Strip + Replace(regex) normalizer, Sequence[Split(String "\n", Removed),
 //               Digits(individual), Metaspace(first)], BPE with unk_token and no fuse_unk,
 //               RobertaProcessing, a normalized added token whose normalized form differs, and a
@@ -120,6 +121,12 @@ function count_words(pieces) {
   write('llama3', 'tokenizer_config.json', { bos_token: '<|begin_of_text|>', eos_token: '<|end_of_text|>',
     clean_up_tokenization_spaces: true, model_max_length: 1000000000000000019884624838656,
     tokenizer_class: 'PreTrainedTokenizerFast', added_tokens_decoder: decoder });
+
+  // vocabfiles/: the same vocabulary as vocab.json + merges.txt (torchtitan's second strategy).
+  fs.mkdirSync(path.join(outdir, 'vocabfiles'), { recursive: true });
+  fs.writeFileSync(path.join(outdir, 'vocabfiles', 'vocab.json'), JSON.stringify(vocab));
+  fs.writeFileSync(path.join(outdir, 'vocabfiles', 'merges.txt'),
+                   '#version: 0.2\n' + l3merges.join('\n') + '\n');
 
   // gpt2style/
   write('gpt2style', 'tokenizer.json', {
