@@ -29,6 +29,8 @@ const prose = [
   "IT'S LOUD. THEY'LL GO. WE'VE SEEN IT. I'M OK. YOU'RE LATE. HE'D KNOW. SHE'S HERE. DON'T!",
   "It'S mIxEd: we'Ve, they'Ll, I'M, you'rE, he'D, it'ſ (long s folds to s) and don'T.",
   "Quotes ’s and ‘t are not ASCII apostrophes; ''s and 's' and '' and ' s stay odd.",
+  "Glued: 'sand 'Sand 'SAND 'llama 'LLAMA 'Llama 'dx 'Dx 'ſo 'tis 'TIS 'reef 'REEF 'mm 'MM 'vex 'VEX 'ddd",
+  "I'MPOSSIBLE WE'VEry THEY'LLAMA SHE'SAND it'sand you'REEF he'Dx O'TOOLE o'toole",
   'The quick brown fox jumps over the lazy dog. "Well," she said, "that\'s that."',
   'Numbers: 3.14159, 1,000,000, 2024-06-01, 12:30:45, v1.2.3, 0x1F, 1e-9, -42, +7, 50%.',
   'Mr. O\'Neill\'s cat—named “Whiskers”—didn\'t like the rain… or the “snow”!',
