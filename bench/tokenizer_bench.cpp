@@ -3,9 +3,10 @@
 //
 //   titan-bench-tokenizer FOLDER_OR_RANK_FILE CORPUS ROUNDS [IDS]
 // FOLDER: a model.hf_assets_path folder (load_tokenizer); a file: a tiktoken rank file without
-// special tokens (cl100k_base). Each round prints "titan S seconds N tokens" for one encode of
-// the whole corpus (read once, as bytes); with IDS (uint32 little-endian), the first round's ids
-// are compared with it and the first difference is printed (exit 1).
+// special tokens (cl100k_base). Each round prints "titan cold|warm S seconds N tokens" for one
+// encode of the whole corpus (read once, as bytes; "cold": the first, with empty caches). With
+// IDS (uint32 little-endian), the first round's ids are compared with it and the first
+// difference is printed (exit 1).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
       start = std::chrono::steady_clock::now();
       const std::vector<int32_t> ids = tok->encode(corpus);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print("titan {:.4f} seconds {} tokens\n", s, ids.size());
+      fmt::print("titan {} {:.4f} seconds {} tokens\n", r == 0 ? "cold" : "warm", s, ids.size());
       if (r == 0 && argc > 4) {
         const std::string want = read_file(argv[4], uint64_t(1) << 32);
         const size_t n = want.size() / 4;

@@ -151,3 +151,19 @@ TEST_CASE("A tiktoken rank file (cl100k_base) gives tiktoken's ids on the whole 
   CHECK(tok->vocab_size() == 100256);
   require_same_ids(*tok, dir, "cl100k.ids");
 }
+
+TEST_CASE("Meta's Llama 3 rank file (original/tokenizer.model) gives tiktoken's ids on the whole "
+          "corpus, with Llama 3's special tokens from 128000",
+          "[tokenizer][oracle]") {
+  std::string why;
+  const std::string dir = oracle_dir(why);
+  if (dir.empty()) {
+    if (why.rfind("SKIPPED", 0) == 0) TITAN_SKIP(why);
+    FAIL(why);
+  }
+  const auto tok = load_tokenizer(dir + "/llama3_rank");
+  CHECK(tok->vocab_size() == 128256);
+  CHECK(tok->bos_id() == 128000);
+  CHECK(tok->eos_id() == 128001);
+  require_same_ids(*tok, dir, "llama3_rank.ids");
+}

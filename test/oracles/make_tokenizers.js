@@ -11,6 +11,7 @@
 //   spm/        SentencePiece-style BPE (Llama 2 layout): Prepend/Replace normalizer, no
 //               pre-tokenizer, byte_fallback, unk_token with fuse_unk, TemplateProcessing "<s> $A";
 //               vocabulary and merges trained here on the corpus.
+//   llama3_rank/ the same vocabulary as Meta's original/tokenizer.model (tiktoken rank file).
 //   vocabfiles/ vocab.json + merges.txt of the same vocabulary (torchtitan builds the BPE).
 //   mix/        Strip + Replace(regex) normalizer, Sequence[Split(String "\n", Removed),
 //               Digits(individual), Metaspace(first)], BPE with unk_token and no fuse_unk,
@@ -121,6 +122,20 @@ function count_words(pieces) {
   write('llama3', 'tokenizer_config.json', { bos_token: '<|begin_of_text|>', eos_token: '<|end_of_text|>',
     clean_up_tokenization_spaces: true, model_max_length: 1000000000000000019884624838656,
     tokenizer_class: 'PreTrainedTokenizerFast', added_tokens_decoder: decoder });
+
+  // llama3_rank/original/tokenizer.model: the same vocabulary as Meta's tiktoken rank file.
+  const byte_of = new Map();
+  {
+    let n = 0;
+    for (let b = 0; b < 256; b++) {
+      const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+      byte_of.set(String.fromCodePoint(printable ? b : 256 + n++), b);
+    }
+  }
+  const rank_lines = l3vocab.map((tok, id) =>
+    `${Buffer.from([...tok].map((ch) => byte_of.get(ch))).toString('base64')} ${id}`);
+  fs.mkdirSync(path.join(outdir, 'llama3_rank', 'original'), { recursive: true });
+  fs.writeFileSync(path.join(outdir, 'llama3_rank', 'original', 'tokenizer.model'), rank_lines.join('\n') + '\n');
 
   // vocabfiles/: the same vocabulary as vocab.json + merges.txt (torchtitan's second strategy).
   fs.mkdirSync(path.join(outdir, 'vocabfiles'), { recursive: true });

@@ -28,5 +28,6 @@ node "$here/make_tokenizers.js" "$out" "$out/corpus.txt"
 for v in llama3 gpt2style spm mix vocabfiles; do
   node "$here/encode.js" "$out/$v" "$out/corpus.txt" "$out/$v.ids"
 done
-node "$here/tiktoken_oracle.js" "$out/corpus.txt" "$out/cl100k.ids" "$out/cl100k_base.tiktoken"
+node "$here/tiktoken_oracle.js" "$out/corpus.txt" "$out/cl100k.ids" "$out/cl100k_base.tiktoken" \
+  "$out/llama3_rank/original/tokenizer.model" "$out/llama3_rank.ids"
 touch "$out/complete"
