@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       start = std::chrono::steady_clock::now();
       const std::vector<int32_t> ids = tok->encode(corpus);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print("titan {} {:.4f} seconds {} tokens\n", r == 0 ? "cold" : "warm", s, ids.size());
       if (r == 0 && argc > 4) {
         const std::string want = read_file(argv[4], uint64_t(1) << 32);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "catch_torch.h"
 #include "data/tokenizer_loader.h"
@@ -25,24 +26,25 @@ namespace {
 
 // A small tokenizer.json: a WordLevel model over whitespace-split words, with `added` tokens.
 Json word_level(const Json& added = Json::array()) {
-  return Json{{"version", "1.0"},
-              {"truncation", nullptr},
-              {"padding", nullptr},
-              {"added_tokens", added},
-              {"normalizer", nullptr},
-              {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
-              {"post_processor", nullptr},
-              {"decoder", nullptr},
-              {"model",
-               {{"type", "WordLevel"},
-                {"unk_token", "[UNK]"},
-                {"vocab", {{"[UNK]", 0}, {"x", 1}, {"y", 2}, {"lord", 3}, {"<s>", 4}, {"</s>", 5}}}}}};
+  return Json{
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+      {"post_processor", nullptr},
+      {"decoder", nullptr},
+      {"model",
+       {{"type", "WordLevel"},
+        {"unk_token", "[UNK]"},
+        {"vocab", {{"[UNK]", 0}, {"x", 1}, {"y", 2}, {"lord", 3}, {"<s>", 4}, {"</s>", 5}}}}}};
 }
 
 Json added_token(int id, const std::string& content, bool special, bool normalized,
                  bool single_word = false, bool lstrip = false, bool rstrip = false) {
-  return Json{{"id", id},           {"content", content},       {"single_word", single_word},
-              {"lstrip", lstrip},   {"rstrip", rstrip},         {"normalized", normalized},
+  return Json{{"id", id},          {"content", content}, {"single_word", single_word},
+              {"lstrip", lstrip},  {"rstrip", rstrip},   {"normalized", normalized},
               {"special", special}};
 }
 
@@ -125,8 +127,8 @@ TEST_CASE("tokenizer.json is bounded: size, file type, nesting, syntax", "[token
   SECTION("a folder or a FIFO named tokenizer.json is refused without blocking") {
     const std::string dir = temp_dir("tok_fifo");
     std::filesystem::create_directory(dir + "/tokenizer.json");
-    CHECK_THAT(load_error(dir).message(), Catch::Contains("not a regular file") ||
-                                              Catch::Contains("directory"));
+    CHECK_THAT(load_error(dir).message(),
+               Catch::Contains("not a regular file") || Catch::Contains("directory"));
     const std::string dir2 = temp_dir("tok_fifo2");
     REQUIRE(::mkfifo((dir2 + "/tokenizer.json").c_str(), 0600) == 0);
     CHECK_THAT(load_error(dir2).message(), Catch::Contains("FIFO"));
@@ -151,12 +153,13 @@ TEST_CASE("BOS/EOS come from tokenizer_config.json as torchtitan infers them", "
   Json t = word_level({added_token(4, "<s>", true, false), added_token(5, "</s>", true, false)});
   t["post_processor"] = {
       {"type", "TemplateProcessing"},
-      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"single",
+       {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
       {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {4}}, {"tokens", {"<s>"}}}}}}};
   SECTION("the post-processor adds BOS; EOS is added by encode_for_training") {
-    const auto tok = load_tokenizer(folder_with(
-        "tok_bos", t, {{"bos_token", "<s>"}, {"eos_token", {{"content", "</s>"}}}}));
+    const auto tok = load_tokenizer(
+        folder_with("tok_bos", t, {{"bos_token", "<s>"}, {"eos_token", {{"content", "</s>"}}}}));
     CHECK(tok->bos_id() == 4);
     CHECK(tok->eos_id() == 5);
     CHECK(tok->info().hf_adds_bos);
@@ -169,26 +172,36 @@ TEST_CASE("BOS/EOS come from tokenizer_config.json as torchtitan infers them", "
   }
   SECTION("no post-processor: both added by encode_for_training; add_*_token read") {
     t["post_processor"] = nullptr;
-    const auto tok = load_tokenizer(folder_with(
-        "tok_bos2", t,
-        {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
-         {"add_eos_token", false}}));
+    const auto tok = load_tokenizer(folder_with("tok_bos2", t,
+                                                {{"bos_token", "<s>"},
+                                                 {"eos_token", "</s>"},
+                                                 {"add_bos_token", true},
+                                                 {"add_eos_token", false}}));
     CHECK_FALSE(tok->info().hf_adds_bos);
     CHECK(tok->info().default_add_bos);
     CHECK_FALSE(tok->info().default_add_eos);
     CHECK(tok->encode_for_training("x", true, true) == ids({4, 1, 5}));
   }
   SECTION("the same string for BOS and EOS sets only BOS (torchtitan's elif)") {
-    const auto tok = load_tokenizer(
-        folder_with("tok_same", t, {{"bos_token", "</s>"}, {"eos_token", "</s>"}}));
+    const auto tok =
+        load_tokenizer(folder_with("tok_same", t, {{"bos_token", "</s>"}, {"eos_token", "</s>"}}));
     CHECK(tok->bos_id() == 5);
     CHECK_FALSE(tok->eos_id().has_value());
   }
   SECTION("a config token the tokenizer lacks is added with the next id") {
-    const auto tok = load_tokenizer(
-        folder_with("tok_pad", t, {{"bos_token", "<s>"}, {"pad_token", "<pad>"}}));
+    const auto tok =
+        load_tokenizer(folder_with("tok_pad", t, {{"bos_token", "<s>"}, {"pad_token", "<pad>"}}));
     CHECK(tok->vocab_size() == 7);
     CHECK(tok->encode("x <pad> y") == ids({1, 6, 2}));
+  }
+  SECTION("added_tokens_decoder entries are added in file order (new tokens' ids)") {
+    const std::string dir = temp_dir("tok_order");
+    write_text(dir + "/tokenizer.json", t.dump());
+    write_text(
+        dir + "/tokenizer_config.json",
+        R"({"added_tokens_decoder": {"20": {"content": "<b>"}, "100": {"content": "<a>"}}})");
+    const auto tok = load_tokenizer(dir);
+    CHECK(tok->encode("<a> <b>") == ids({7, 6}));
   }
   SECTION("a token object without content is refused, naming the key") {
     const std::string dir = folder_with("tok_badcfg", t, {{"bos_token", {{"lstrip", true}}}});
@@ -203,13 +216,21 @@ TEST_CASE("BOS/EOS come from tokenizer_config.json as torchtitan infers them", "
   }
 }
 
-TEST_CASE("vocab.json + merges.txt is a byte-level BPE, vocab.txt alone a WordLevel", "[tokenizer]") {
+TEST_CASE("vocab.json + merges.txt is a byte-level BPE, vocab.txt alone a WordLevel",
+          "[tokenizer]") {
   const std::string dir = temp_dir("tok_vocab");
   // "Ġ" is the ByteLevel character of the space byte.
-  write_text(dir + "/vocab.json",
-             Json{{"h", 0}, {"e", 1}, {"l", 2}, {"o", 3}, {"\xC4\xA0", 4}, {"he", 5}, {"ll", 6},
-                  {"hell", 7}, {"hello", 8}, {"\xC4\xA0h", 9}}
-                 .dump());
+  write_text(dir + "/vocab.json", Json{{"h", 0},
+                                       {"e", 1},
+                                       {"l", 2},
+                                       {"o", 3},
+                                       {"\xC4\xA0", 4},
+                                       {"he", 5},
+                                       {"ll", 6},
+                                       {"hell", 7},
+                                       {"hello", 8},
+                                       {"\xC4\xA0h", 9}}
+                                      .dump());
   write_text(dir + "/merges.txt", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\n\xC4\xA0 h\n");
   const auto tok = load_tokenizer(dir);
   CHECK_THAT(tok->describe(), Catch::Contains("vocab.json+merges.txt (BPE)"));
@@ -232,11 +253,11 @@ TEST_CASE("vocab.json + merges.txt is a byte-level BPE, vocab.txt alone a WordLe
 TEST_CASE("Invalid UTF-8 becomes U+FFFD per maximal subpart before tokenizing", "[tokenizer]") {
   const std::string r = "\xEF\xBF\xBD";
   CHECK(repair_utf8("a\x80z") == "a" + r + "z");
-  CHECK(repair_utf8("\xC0\xAF") == r + r);                    // overlong: two bytes, two U+FFFD
-  CHECK(repair_utf8("\xED\xA0\x80") == r + r + r);            // a surrogate
-  CHECK(repair_utf8("\xF0\x9F\x98x") == r + "x");             // truncated: one U+FFFD
-  CHECK(repair_utf8("\xF4\x90\x80\x80") == r + r + r + r);    // past U+10FFFF
-  CHECK(repair_utf8("\xE2\x82") == r);                        // cut at the end
+  CHECK(repair_utf8("\xC0\xAF") == r + r);                  // overlong: two bytes, two U+FFFD
+  CHECK(repair_utf8("\xED\xA0\x80") == r + r + r);          // a surrogate
+  CHECK(repair_utf8("\xF0\x9F\x98x") == r + "x");           // truncated: one U+FFFD
+  CHECK(repair_utf8("\xF4\x90\x80\x80") == r + r + r + r);  // past U+10FFFF
+  CHECK(repair_utf8("\xE2\x82") == r);                      // cut at the end
   CHECK(repair_utf8("ok \xF0\x9F\x98\x80") == "ok \xF0\x9F\x98\x80");
   CHECK(is_valid_utf8("plain ascii text, long enough for the fast path"));
   CHECK_FALSE(is_valid_utf8("plain ascii text, long enough\xFF"));
@@ -268,6 +289,27 @@ TEST_CASE("A Llama 3 rank file gets Meta's 256 special tokens; their text stays 
   write_text(dir + "/original/tokenizer.model", ranks + "not a rank line\n");
   const ConfigError e = load_error(dir);
   CHECK(e.where() == dir + "/original/tokenizer.model:258");
+}
+
+TEST_CASE("encode is thread-safe: threads get the ids one thread gets", "[tokenizer]") {
+  const Json added = {added_token(6, "<|eot|>", true, false)};
+  Json t = word_level(added);
+  t["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", "\\s+|\\p{L}+"}}},
+                           {"behavior", "Removed"},
+                           {"invert", false}},
+                          {{"type", "Digits"}, {"individual_digits", true}}}}};
+  const auto tok = load_tokenizer(folder_with("tok_threads", t));
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += fmt::format("x{} y <|eot|>lord{} ", i, i * 7);
+  const std::vector<int32_t> want = tok->encode(text);
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (auto& g : got) threads.emplace_back([&] { g = tok->encode(text); });
+  for (auto& th : threads) th.join();
+  for (const auto& g : got) CHECK(g == want);
 }
 
 TEST_CASE("A folder without a tokenizer file, or no folder, is a ConfigError", "[tokenizer]") {

@@ -32,8 +32,10 @@ std::string oracle_dir(std::string& why) {
     if (code == 0) {
       dir = out;
     } else if (code == 77) {
-      reason = "SKIPPED: node or the npm oracles are missing (scripts/install_deps.sh --tests "
-               "installs them); see " + out + ".log";
+      reason =
+          "SKIPPED: node or the npm oracles are missing (scripts/install_deps.sh --tests "
+          "installs them); see " +
+          out + ".log";
     } else {
       reason = fmt::format("FAILED: run_oracles.sh exited {}; see {}.log", code, out);
     }
@@ -115,27 +117,31 @@ TEST_CASE("Llama 3 tokenizer.json gives Hugging Face tokenizers' ids on the whol
   check_folder("llama3");
 }
 
-TEST_CASE("A GPT-2-style tokenizer.json (ByteLevel with prefix space and regex, merges applied, "
-          "single_word/lstrip/rstrip added tokens) gives HF's ids on the whole corpus",
-          "[tokenizer][oracle]") {
+TEST_CASE(
+    "A GPT-2-style tokenizer.json (ByteLevel with prefix space and regex, merges applied, "
+    "single_word/lstrip/rstrip added tokens) gives HF's ids on the whole corpus",
+    "[tokenizer][oracle]") {
   check_folder("gpt2style");
 }
 
-TEST_CASE("A SentencePiece-style tokenizer.json (Prepend/Replace normalizer, byte_fallback, fused "
-          "unk, template) gives HF's ids on the whole corpus",
-          "[tokenizer][oracle]") {
+TEST_CASE(
+    "A SentencePiece-style tokenizer.json (Prepend/Replace normalizer, byte_fallback, fused "
+    "unk, template) gives HF's ids on the whole corpus",
+    "[tokenizer][oracle]") {
   check_folder("spm");
 }
 
-TEST_CASE("A tokenizer.json with Strip/Replace-regex normalizers, Split/Digits/Metaspace, unk and "
-          "torchtitan-added config tokens gives HF's ids on the whole corpus",
-          "[tokenizer][oracle]") {
+TEST_CASE(
+    "A tokenizer.json with Strip/Replace-regex normalizers, Split/Digits/Metaspace, unk and "
+    "torchtitan-added config tokens gives HF's ids on the whole corpus",
+    "[tokenizer][oracle]") {
   check_folder("mix");
 }
 
-TEST_CASE("vocab.json + merges.txt, built as torchtitan builds it, gives HF's ids on the whole "
-          "corpus",
-          "[tokenizer][oracle]") {
+TEST_CASE(
+    "vocab.json + merges.txt, built as torchtitan builds it, gives HF's ids on the whole "
+    "corpus",
+    "[tokenizer][oracle]") {
   check_folder("vocabfiles");
 }
 
@@ -152,9 +158,10 @@ TEST_CASE("A tiktoken rank file (cl100k_base) gives tiktoken's ids on the whole 
   require_same_ids(*tok, dir, "cl100k.ids");
 }
 
-TEST_CASE("Meta's Llama 3 rank file (original/tokenizer.model) gives tiktoken's ids on the whole "
-          "corpus, with Llama 3's special tokens from 128000",
-          "[tokenizer][oracle]") {
+TEST_CASE(
+    "Meta's Llama 3 rank file (original/tokenizer.model) gives tiktoken's ids on the whole "
+    "corpus, with Llama 3's special tokens from 128000",
+    "[tokenizer][oracle]") {
   std::string why;
   const std::string dir = oracle_dir(why);
   if (dir.empty()) {

@@ -12,7 +12,7 @@
 namespace titan {
 namespace {
 
-constexpr size_t kCacheMaxKey = 256;       // HF caches pieces shorter than this, and so do we
+constexpr size_t kCacheMaxKey = 256;  // HF caches pieces shorter than this, and so do we
 constexpr size_t kCacheMaxEntries = 1 << 17;
 
 std::atomic<uint64_t> next_serial{1};
@@ -35,9 +35,7 @@ struct HeapEntry {
   uint32_t rank;
   int32_t pos;
   int32_t id;
-  bool operator>(const HeapEntry& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const HeapEntry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
@@ -57,8 +55,9 @@ uint32_t byte_level_char(unsigned char b) {
   return table[b];
 }
 
-BpeModel::BpeModel(StringIdMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                   BpeConfig config, const std::string& where)
+BpeModel::BpeModel(StringIdMap vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges, BpeConfig config,
+                   const std::string& where)
     : vocab_(std::move(vocab)), config_(std::move(config)), serial_(next_serial++) {
   const size_t prefix_len =
       config_.continuing_subword_prefix ? config_.continuing_subword_prefix->size() : 0;
@@ -69,9 +68,10 @@ BpeModel::BpeModel(StringIdMap vocab, const std::vector<std::pair<std::string, s
     const int32_t a_id = vocab_.find(a), b_id = vocab_.find(b);
     const std::string& missing = a_id < 0 ? a : b;
     if (a_id < 0 || b_id < 0) {
-      throw ConfigError(where, fmt::format("merge {} (\"{} {}\"): \"{}\" is not in the vocabulary",
-                                           rank, a, b, missing),
-                        "the merges must only join tokens of the vocabulary");
+      throw ConfigError(
+          where,
+          fmt::format("merge {} (\"{} {}\"): \"{}\" is not in the vocabulary", rank, a, b, missing),
+          "the merges must only join tokens of the vocabulary");
     }
     // The merged token: with a continuing-subword prefix, the right part's prefix is dropped.
     joined.assign(a);
@@ -79,8 +79,10 @@ BpeModel::BpeModel(StringIdMap vocab, const std::vector<std::pair<std::string, s
                                          : std::string_view());
     const int32_t id = vocab_.find(joined);
     if (id < 0) {
-      throw ConfigError(where, fmt::format("merge {} (\"{} {}\"): the merged token \"{}\" is not in "
-                                           "the vocabulary", rank, a, b, joined),
+      throw ConfigError(where,
+                        fmt::format("merge {} (\"{} {}\"): the merged token \"{}\" is not in "
+                                    "the vocabulary",
+                                    rank, a, b, joined),
                         "the merges must produce tokens of the vocabulary");
     }
     merges_.insert(a_id, b_id, {static_cast<uint32_t>(rank), id});
@@ -88,9 +90,9 @@ BpeModel::BpeModel(StringIdMap vocab, const std::vector<std::pair<std::string, s
   if (config_.unk_token) {
     unk_id_ = vocab_.find(*config_.unk_token);
     if (unk_id_ < 0) {
-      throw ConfigError(where, fmt::format("unk_token \"{}\" is not in the vocabulary",
-                                           *config_.unk_token),
-                        "add it to the vocabulary or set unk_token to null");
+      throw ConfigError(
+          where, fmt::format("unk_token \"{}\" is not in the vocabulary", *config_.unk_token),
+          "add it to the vocabulary or set unk_token to null");
     }
   }
 }
@@ -312,7 +314,8 @@ void BpeModel::encode_raw(std::string_view raw, std::vector<int32_t>& out) const
   symbols.clear();
   const int32_t n = static_cast<int32_t>(raw.size());
   for (int32_t i = 0; i < n; ++i) {
-    symbols.push_back({byte_ids_[static_cast<unsigned char>(raw[i])], i - 1, i + 1 < n ? i + 1 : -1, 1});
+    symbols.push_back(
+        {byte_ids_[static_cast<unsigned char>(raw[i])], i - 1, i + 1 < n ? i + 1 : -1, 1});
   }
   merge_all(symbols);
   const size_t first = out.size();

@@ -41,8 +41,8 @@ class TokenModel {
   virtual ~TokenModel() = default;
   virtual void encode(std::string_view piece, bool byte_level, std::vector<int32_t>& out) const = 0;
   virtual int32_t token_to_id(std::string_view token) const = 0;  // -1: none
-  virtual size_t vocab_size() const = 0;                           // entries of the vocabulary
-  virtual std::string id_to_token(int32_t id) const = 0;           // empty: none
+  virtual size_t vocab_size() const = 0;                          // entries of the vocabulary
+  virtual std::string id_to_token(int32_t id) const = 0;          // empty: none
   virtual void for_each_token(const std::function<void(std::string_view, int32_t)>& f) const = 0;
   virtual void enable_byte_level_input() {}
 };
@@ -58,8 +58,8 @@ class PostProcessor {
 std::unique_ptr<TokenModel> make_bpe_model(BpeModel model);
 // WordLevel: a piece is its token, else unk_token. Throws ConfigError at `where` when the
 // vocabulary lacks unk_token (HF fails on the first unknown piece; titan refuses at load).
-std::unique_ptr<TokenModel> make_word_level_model(std::vector<std::pair<std::string, int32_t>> vocab,
-                                                  const std::string& unk_token,
-                                                  const std::string& where);
+std::unique_ptr<TokenModel> make_word_level_model(
+    std::vector<std::pair<std::string, int32_t>> vocab, const std::string& unk_token,
+    const std::string& where);
 
 }  // namespace titan

@@ -17,12 +17,14 @@ HfTokenizer::HfTokenizer(HfPipeline pipeline, TokenizerInfo info) : p_(std::move
     p_.model->enable_byte_level_input();
     p_.pre_tokenizer->set_last();
   }
-  info_.vocab_size = static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
+  info_.vocab_size =
+      static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
 }
 
 void HfTokenizer::add_special_tokens(const std::vector<AddedToken>& tokens) {
   p_.added.add_tokens(tokens, *p_.model, p_.normalizer.get());
-  info_.vocab_size = static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
+  info_.vocab_size =
+      static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
 }
 
 int32_t HfTokenizer::token_to_id(std::string_view token) const {
@@ -43,19 +45,28 @@ void HfTokenizer::encode_segment(std::string_view text, bool at_start,
 // HF's extract_and_normalize, pre-tokenization and model, on well-formed UTF-8.
 void HfTokenizer::encode_valid(std::string_view text, std::vector<int32_t>& out) const {
   auto push = [&](int32_t id) { out.push_back(id); };
-  p_.added.split(text, false, [&](std::string_view segment, size_t offset) {
-    if (!p_.normalizer) {
-      p_.added.split(segment, true, [&](std::string_view piece, size_t inner) {
-        encode_segment(piece, offset == 0 && inner == 0, out);
-      }, push);
-      return;
-    }
-    std::string normalized(segment);
-    p_.normalizer->normalize(normalized);
-    p_.added.split(normalized, true, [&](std::string_view piece, size_t inner) {
-      encode_segment(piece, offset == 0 && inner == 0, out);
-    }, push);
-  }, push);
+  p_.added.split(
+      text, false,
+      [&](std::string_view segment, size_t offset) {
+        if (!p_.normalizer) {
+          p_.added.split(
+              segment, true,
+              [&](std::string_view piece, size_t inner) {
+                encode_segment(piece, offset == 0 && inner == 0, out);
+              },
+              push);
+          return;
+        }
+        std::string normalized(segment);
+        p_.normalizer->normalize(normalized);
+        p_.added.split(
+            normalized, true,
+            [&](std::string_view piece, size_t inner) {
+              encode_segment(piece, offset == 0 && inner == 0, out);
+            },
+            push);
+      },
+      push);
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
@@ -76,8 +87,8 @@ std::vector<int32_t> HfTokenizer::encode_with_special_tokens(std::string_view te
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
   if (!p_.decoder.empty() && p_.decoder != "ByteLevel") {
-    throw RuntimeFailure(fmt::format("decoding with the \"{}\" decoder is not implemented",
-                                     p_.decoder));
+    throw RuntimeFailure(
+        fmt::format("decoding with the \"{}\" decoder is not implemented", p_.decoder));
   }
   std::call_once(tokens_once_, [&] {
     p_.model->for_each_token([&](std::string_view token, int32_t id) {
@@ -96,9 +107,8 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
     // HF's id_to_token: the added vocabulary first, then the model.
     const auto added = p_.added.by_id().find(ids[k]);
     const std::string& token = added != p_.added.by_id().end() ? added->second.content
-                               : ids[k] >= 0 && size_t(ids[k]) < tokens_.size()
-                                   ? tokens_[ids[k]]
-                                   : kNoToken;
+                               : ids[k] >= 0 && size_t(ids[k]) < tokens_.size() ? tokens_[ids[k]]
+                                                                                : kNoToken;
     if (p_.decoder.empty()) {  // no decoder: HF joins the tokens with spaces
       if (k > 0) joined += ' ';
       joined += token;

@@ -14,7 +14,7 @@
 namespace titan {
 
 struct HfPipeline {
-  std::unique_ptr<Normalizer> normalizer;      // may be null
+  std::unique_ptr<Normalizer> normalizer;       // may be null
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // may be null
   std::unique_ptr<TokenModel> model;
   std::unique_ptr<PostProcessor> post_processor;  // may be null

@@ -20,9 +20,10 @@ const Json& json_member(const Json& obj, const std::string& key) {
 std::string json_string(const Json& obj, const std::string& key, const std::string& where) {
   const Json& v = json_member(obj, key);
   if (!v.is_string()) {
-    throw ConfigError(json_where(where, key),
-                      fmt::format("expected a string, found {}", v.is_null() ? "nothing" : v.type_name()),
-                      "check the tokenizer file");
+    throw ConfigError(
+        json_where(where, key),
+        fmt::format("expected a string, found {}", v.is_null() ? "nothing" : v.type_name()),
+        "check the tokenizer file");
   }
   return v.get<std::string>();
 }
@@ -38,8 +39,8 @@ bool json_bool(const Json& obj, const std::string& key, bool fallback, const std
   const Json& v = json_member(obj, key);
   if (v.is_null()) return fallback;
   if (!v.is_boolean()) {
-    throw ConfigError(json_where(where, key), fmt::format("expected true or false, found {}",
-                                                          v.type_name()),
+    throw ConfigError(json_where(where, key),
+                      fmt::format("expected true or false, found {}", v.type_name()),
                       "check the tokenizer file");
   }
   return v.get<bool>();
@@ -55,11 +56,10 @@ std::string json_type(const Json& spec, const std::string& where) {
 
 void unsupported_component(const std::string& kind, const std::string& type,
                            const std::string& where) {
-  throw ConfigError(where,
-                    fmt::format("the {} \"{}\" is not implemented by titan-train's tokenizer", kind,
-                                type),
-                    "titan-train reproduces Hugging Face tokenizers exactly or refuses the file; "
-                    "lib/data/tokenizer_loader.h lists the components it implements");
+  throw ConfigError(
+      where, fmt::format("the {} \"{}\" is not implemented by titan-train's tokenizer", kind, type),
+      "titan-train reproduces Hugging Face tokenizers exactly or refuses the file; "
+      "lib/data/tokenizer_loader.h lists the components it implements");
 }
 
 }  // namespace titan

@@ -2,10 +2,9 @@
 // naming the file and the JSON path of the value, never with the JSON library's own message.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace titan {
 

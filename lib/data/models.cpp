@@ -77,9 +77,9 @@ std::unique_ptr<TokenModel> make_bpe_model(BpeModel model) {
   return std::make_unique<BpeTokenModel>(std::move(model));
 }
 
-std::unique_ptr<TokenModel> make_word_level_model(std::vector<std::pair<std::string, int32_t>> vocab,
-                                                  const std::string& unk_token,
-                                                  const std::string& where) {
+std::unique_ptr<TokenModel> make_word_level_model(
+    std::vector<std::pair<std::string, int32_t>> vocab, const std::string& unk_token,
+    const std::string& where) {
   return std::make_unique<WordLevelModel>(std::move(vocab), unk_token, where);
 }
 

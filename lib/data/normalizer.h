@@ -5,9 +5,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "data/components.h"
 

@@ -65,7 +65,8 @@ std::vector<int32_t> special_ids(const Json& specials, const std::string& name,
   const Json& entry = json_member(specials, name);
   const Json& ids = json_member(entry, "ids");
   if (!ids.is_array()) {
-    bad(where, fmt::format("the template names \"{}\", which special_tokens does not define", name));
+    bad(where,
+        fmt::format("the template names \"{}\", which special_tokens does not define", name));
   }
   std::vector<int32_t> out;
   for (const Json& id : ids) {

@@ -286,12 +286,18 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& spec, const std::st
     return std::make_unique<PatternPreTokenizer>(R"(\s)", false, Behavior::kRemoved);
   }
   if (type == "CharDelimiterSplit") {
-    return std::make_unique<PatternPreTokenizer>(escape_regex(json_string(spec, "delimiter", where)),
-                                                 false, Behavior::kRemoved);
+    return std::make_unique<PatternPreTokenizer>(
+        escape_regex(json_string(spec, "delimiter", where)), false, Behavior::kRemoved);
   }
   if (type == "Metaspace") {
     const std::string scheme =
         json_optional_string(spec, "prepend_scheme", where).value_or("always");
+    // Old files say add_prefix_space; false must come with prepend_scheme "never" (HF's rule).
+    if (!json_bool(spec, "add_prefix_space", true, where) && scheme != "never") {
+      throw ConfigError(json_where(where, "add_prefix_space"),
+                        "add_prefix_space false does not match prepend_scheme",
+                        "Hugging Face tokenizers refuses this file too");
+    }
     MetaspacePreTokenizer::Prepend prepend = MetaspacePreTokenizer::Prepend::kAlways;
     if (scheme == "first") {
       prepend = MetaspacePreTokenizer::Prepend::kFirst;

@@ -16,7 +16,6 @@
 namespace titan {
 namespace {
 
-
 // What PCRE2's own \p{name} lacks, as class items ("\x{..}-\x{..}"), and how many code points
 // it has that Unicode 16.0 does not (these cannot be taken out of a class: refused).
 struct PropertyFix {
@@ -95,14 +94,26 @@ std::string canonical_property(std::string name) {
   for (char c : name) {
     if (c != '_' && c != ' ' && c != '-') key += static_cast<char>(std::tolower(c));
   }
-  static const std::pair<const char*, const char*> kAliases[] = {
-      {"letter", "L"},         {"uppercaseletter", "Lu"}, {"lowercaseletter", "Ll"},
-      {"titlecaseletter", "Lt"}, {"modifierletter", "Lm"}, {"otherletter", "Lo"},
-      {"mark", "M"},           {"combiningmark", "M"},    {"nonspacingmark", "Mn"},
-      {"spacingmark", "Mc"},   {"enclosingmark", "Me"},   {"number", "N"},
-      {"decimalnumber", "Nd"}, {"letternumber", "Nl"},    {"othernumber", "No"},
-      {"punctuation", "P"},    {"connectorpunctuation", "Pc"}, {"symbol", "S"},
-      {"alphabetic", "Alphabetic"}, {"alpha", "Alphabetic"}};
+  static const std::pair<const char*, const char*> kAliases[] = {{"letter", "L"},
+                                                                 {"uppercaseletter", "Lu"},
+                                                                 {"lowercaseletter", "Ll"},
+                                                                 {"titlecaseletter", "Lt"},
+                                                                 {"modifierletter", "Lm"},
+                                                                 {"otherletter", "Lo"},
+                                                                 {"mark", "M"},
+                                                                 {"combiningmark", "M"},
+                                                                 {"nonspacingmark", "Mn"},
+                                                                 {"spacingmark", "Mc"},
+                                                                 {"enclosingmark", "Me"},
+                                                                 {"number", "N"},
+                                                                 {"decimalnumber", "Nd"},
+                                                                 {"letternumber", "Nl"},
+                                                                 {"othernumber", "No"},
+                                                                 {"punctuation", "P"},
+                                                                 {"connectorpunctuation", "Pc"},
+                                                                 {"symbol", "S"},
+                                                                 {"alphabetic", "Alphabetic"},
+                                                                 {"alpha", "Alphabetic"}};
   for (const auto& [alias, short_name] : kAliases) {
     if (key == alias) return short_name;
   }
@@ -164,9 +175,10 @@ std::string translate_regex(const std::string& pattern, const std::string& where
     }
     const PropertyFix& fix = property_fix(*table);
     if (fix.surplus > 0) {
-      refuse(fmt::format("the PCRE2 library's Unicode tables put {} code points in \\p{{{}}} that "
-                         "Unicode 16.0 (Hugging Face tokenizers, tiktoken) does not",
-                         fix.surplus, canon));
+      refuse(
+          fmt::format("the PCRE2 library's Unicode tables put {} code points in \\p{{{}}} that "
+                      "Unicode 16.0 (Hugging Face tokenizers, tiktoken) does not",
+                      fix.surplus, canon));
     }
     if (fix.additions.empty()) {
       out += fmt::format("\\{}{{{}}}", negated ? 'P' : 'p', canon);
@@ -207,12 +219,24 @@ std::string translate_regex(const std::string& pattern, const std::string& where
     }
     const char e = pattern[++i];
     switch (e) {
-      case 's': emit(ws, false, "\\s"); break;
-      case 'S': emit(ws, true, "\\S"); break;
-      case 'h': emit("0-9a-fA-F", false, "\\h"); break;
-      case 'H': emit("0-9a-fA-F", true, "\\H"); break;
-      case 'd': property_items("Nd", false, "\\d"); break;
-      case 'D': property_items("Nd", true, "\\D"); break;
+      case 's':
+        emit(ws, false, "\\s");
+        break;
+      case 'S':
+        emit(ws, true, "\\S");
+        break;
+      case 'h':
+        emit("0-9a-fA-F", false, "\\h");
+        break;
+      case 'H':
+        emit("0-9a-fA-F", true, "\\H");
+        break;
+      case 'd':
+        property_items("Nd", false, "\\d");
+        break;
+      case 'D':
+        property_items("Nd", true, "\\D");
+        break;
       case 'w':
       case 'W': {
         // Oniguruma's \w: letters, marks, numbers and connector punctuation.
@@ -312,8 +336,8 @@ bool Regex::search(std::string_view text, size_t from, size_t& start, size_t& en
   if (rc < 0) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(rc, message, sizeof message);
-    throw RuntimeFailure(fmt::format("tokenizer regex {}: {}", translated_,
-                                     reinterpret_cast<const char*>(message)));
+    throw RuntimeFailure(
+        fmt::format("tokenizer regex {}: {}", translated_, reinterpret_cast<const char*>(message)));
   }
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data);
   start = ovector[0];

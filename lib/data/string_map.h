@@ -155,9 +155,7 @@ class PairMap {
     uint64_t key = kEmpty;
     Merge merge{};
   };
-  static uint64_t key(int32_t a, int32_t b) {
-    return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  }
+  static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   static uint64_t mix(uint64_t k) {
     k ^= k >> 33;
     k *= 0xFF51AFD7ED558CCDull;

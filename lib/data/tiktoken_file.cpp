@@ -58,11 +58,16 @@ bool decode_base64(std::string_view in, std::string& out) {
 }
 
 std::vector<std::string> llama3_special_tokens() {
-  std::vector<std::string> t = {"<|begin_of_text|>", "<|end_of_text|>",
-                                "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
-                                "<|reserved_special_token_2|>", "<|reserved_special_token_3|>",
-                                "<|start_header_id|>", "<|end_header_id|>",
-                                "<|reserved_special_token_4|>", "<|eot_id|>"};
+  std::vector<std::string> t = {"<|begin_of_text|>",
+                                "<|end_of_text|>",
+                                "<|reserved_special_token_0|>",
+                                "<|reserved_special_token_1|>",
+                                "<|reserved_special_token_2|>",
+                                "<|reserved_special_token_3|>",
+                                "<|start_header_id|>",
+                                "<|end_header_id|>",
+                                "<|reserved_special_token_4|>",
+                                "<|eot_id|>"};
   for (int i = 5; i < 256 - 5; ++i) t.push_back(fmt::format("<|reserved_special_token_{}|>", i));
   return t;
 }
@@ -70,7 +75,9 @@ std::vector<std::string> llama3_special_tokens() {
 class TiktokenTokenizer : public Tokenizer {
  public:
   TiktokenTokenizer(BpeModel model, std::vector<std::string> specials, TokenizerInfo info)
-      : model_(std::move(model)), regex_(kLlama3Pattern, info.file), specials_(std::move(specials)) {
+      : model_(std::move(model)),
+        regex_(kLlama3Pattern, info.file),
+        specials_(std::move(specials)) {
     info_ = std::move(info);
     model_.vocab().for_each([&](std::string_view token, int32_t rank) {
       if (rank >= static_cast<int32_t>(by_rank_.size())) by_rank_.resize(rank + 1);
@@ -172,7 +179,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_file(const std::string& path, bool with
     info.bos_token = specials[0];
     info.eos_token = specials[1];
   }
-  return std::make_unique<TiktokenTokenizer>(std::move(model), std::move(specials), std::move(info));
+  return std::make_unique<TiktokenTokenizer>(std::move(model), std::move(specials),
+                                             std::move(info));
 }
 
 }  // namespace titan

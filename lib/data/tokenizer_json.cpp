@@ -112,8 +112,9 @@ std::unique_ptr<TokenModel> make_model(const Json& spec, const std::string& wher
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        throw ConfigError(mwhere, fmt::format("merge \"{}\" is not two tokens separated by one space",
-                                              s), "check the tokenizer file");
+        throw ConfigError(mwhere,
+                          fmt::format("merge \"{}\" is not two tokens separated by one space", s),
+                          "check the tokenizer file");
       }
       merges.emplace_back(s.substr(0, space), s.substr(space + 1));
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -134,7 +135,10 @@ std::unique_ptr<TokenModel> make_model(const Json& spec, const std::string& wher
 
 }  // namespace
 
-Json read_json_file(const std::string& path, uint64_t max_bytes) {
+namespace {
+
+// The bounded, depth-checked text of a JSON file.
+std::string read_json_text(const std::string& path, uint64_t max_bytes) {
   std::string text;
   try {
     text = read_file(path, max_bytes);
@@ -146,15 +150,30 @@ Json read_json_file(const std::string& path, uint64_t max_bytes) {
     throw ConfigError(path, e.code().message(), "check that the file is readable");
   }
   check_depth(text, path);
+  return text;
+}
+
+template <typename J>
+J parse_json(const std::string& text, const std::string& path) {
   try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+    return J::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
     std::string what = e.what();
     const size_t colon = what.rfind(": ");  // the library's reason, after its own prefix
     what = colon == std::string::npos ? "malformed JSON" : what.substr(colon + 2);
     throw ConfigError(fmt::format("{}:{}", path, line_column(text, e.byte > 0 ? e.byte - 1 : 0)),
                       "malformed JSON (" + what + ")", "the file must be valid JSON in UTF-8");
   }
+}
+
+}  // namespace
+
+Json read_json_file(const std::string& path, uint64_t max_bytes) {
+  return parse_json<Json>(read_json_text(path, max_bytes), path);
+}
+
+nlohmann::ordered_json read_ordered_json_file(const std::string& path, uint64_t max_bytes) {
+  return parse_json<nlohmann::ordered_json>(read_json_text(path, max_bytes), path);
 }
 
 HfPipeline pipeline_from_tokenizer_json(const Json& doc, const std::string& path) {

@@ -13,6 +13,10 @@ namespace titan {
 // kMaxTokenizerJsonDepth deep. Throws ConfigError naming the file (and line:column for a syntax
 // error; FileRefused for a non-regular file).
 Json read_json_file(const std::string& path, uint64_t max_bytes);
+// The same with objects in file order (tokenizer_config.json: torchtitan adds its
+// added_tokens_decoder entries in file order, which decides new tokens' ids). Lookups in such
+// objects are linear: for small files only.
+nlohmann::ordered_json read_ordered_json_file(const std::string& path, uint64_t max_bytes);
 
 // The pipeline described by the tokenizer.json document `doc` read from `path`.
 HfPipeline pipeline_from_tokenizer_json(const Json& doc, const std::string& path);

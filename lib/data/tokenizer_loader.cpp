@@ -15,6 +15,7 @@
 #include "data/pretokenizer.h"
 #include "data/tiktoken_file.h"
 #include "data/tokenizer_json.h"
+#include "data/unicode.h"
 #include "data/utf8.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -41,14 +42,65 @@ std::string read_text(const std::string& path) {
   }
 }
 
-// Python's str.strip() of a line: Unicode White_Space (and the separators Python adds) at both
-// ends; ASCII whitespace covers what vocabulary files hold.
-std::string_view strip(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || c == '\x1c' ||
-                                   c == '\x1d' || c == '\x1e' || c == '\x1f'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
+// Python's str.isspace() for one code point: White_Space plus the separators U+001C..U+001F.
+bool py_space(uint32_t c) { return (c >= 0x1C && c <= 0x1F) || is_white_space(c); }
+
+// Python's str.strip() (no argument) of well-formed UTF-8.
+std::string_view py_strip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t k = begin;
+    if (!py_space(next_code_point(s, k))) break;
+    begin = k;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t b = end - 1;
+    while (b > begin && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+    size_t k = b;
+    if (!py_space(next_code_point(s, k))) break;
+    end = b;
+  }
+  return s.substr(begin, end - begin);
+}
+
+// The first two fields of Python's str.split() (no argument) of well-formed UTF-8.
+std::vector<std::string_view> py_split2(std::string_view s) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < s.size() && parts.size() < 2) {
+    size_t k = i;
+    while (k < s.size()) {  // skip spaces
+      size_t next = k;
+      if (!py_space(next_code_point(s, next))) break;
+      k = next;
+    }
+    const size_t start = k;
+    while (k < s.size()) {
+      size_t next = k;
+      if (py_space(next_code_point(s, next))) break;
+      k = next;
+    }
+    if (k > start) parts.push_back(s.substr(start, k - start));
+    i = k;
+  }
+  return parts;
+}
+
+// The lines of a text file as Python's text mode reads them (universal newlines: \n, \r\n, \r).
+std::vector<std::string_view> py_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = pos;
+    while (end < text.size() && text[end] != '\n' && text[end] != '\r') ++end;
+    lines.push_back(text.substr(pos, end - pos));
+    if (end < text.size() && text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n') {
+      ++end;
+    }
+    pos = end + 1;
+  }
+  return lines;
 }
 
 std::vector<std::pair<std::string, int32_t>> read_vocab(const std::string& json_path,
@@ -74,15 +126,11 @@ std::vector<std::pair<std::string, int32_t>> read_vocab(const std::string& json_
   if (!is_valid_utf8(text)) {
     throw ConfigError(txt_path, "not UTF-8 text", "vocab.txt is one token per line, in UTF-8");
   }
-  size_t pos = 0;
   int32_t line = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view token = strip(std::string_view(text).substr(pos, end - pos));
+  for (const std::string_view raw : py_lines(text)) {
+    const std::string_view token = py_strip(raw);
     if (!token.empty()) vocab.emplace_back(std::string(token), line);
     ++line;
-    pos = end + 1;
   }
   return vocab;
 }
@@ -102,21 +150,10 @@ std::unique_ptr<HfTokenizer> load_vocab_files(const std::string& dir, const std:
   const std::string text = read_text(merges);
   if (!is_valid_utf8(text)) throw ConfigError(merges, "not UTF-8 text", "check merges.txt");
   std::vector<std::pair<std::string, std::string>> pairs;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view line = strip(std::string_view(text).substr(pos, end - pos));
-    pos = end + 1;
+  for (const std::string_view raw : py_lines(text)) {
+    const std::string_view line = py_strip(raw);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string_view> parts;  // str.split(): runs of whitespace separate
-    size_t i = 0;
-    while (i < line.size() && parts.size() < 2) {
-      while (i < line.size() && strip(line.substr(i, 1)).empty()) ++i;
-      const size_t start = i;
-      while (i < line.size() && !strip(line.substr(i, 1)).empty()) ++i;
-      if (i > start) parts.push_back(line.substr(start, i - start));
-    }
+    const std::vector<std::string_view> parts = py_split2(line);
     if (parts.size() >= 2) pairs.emplace_back(std::string(parts[0]), std::string(parts[1]));
   }
   StringIdMap ids;
@@ -129,10 +166,19 @@ std::unique_ptr<HfTokenizer> load_vocab_files(const std::string& dir, const std:
   return std::make_unique<HfTokenizer>(std::move(p), std::move(info));
 }
 
+using Config = nlohmann::ordered_json;
+
+const Config& member(const Config& obj, const std::string& key) {
+  static const Config null_value;
+  if (!obj.is_object()) return null_value;
+  const auto it = obj.find(key);
+  return it == obj.end() ? null_value : *it;
+}
+
 // torchtitan's _get_token_from_config.
-std::optional<std::string> config_token(const Json& config, const std::string& key,
+std::optional<std::string> config_token(const Config& config, const std::string& key,
                                         const std::string& path) {
-  const Json& v = json_member(config, key);
+  const Config& v = member(config, key);
   if (v.is_object()) {
     if (!v.contains("content") || !v["content"].is_string()) {
       throw ConfigError(path + ": " + key, "an object without a \"content\" string",
@@ -149,7 +195,7 @@ std::optional<std::string> config_token(const Json& config, const std::string& k
 }
 
 // Python's bool() of a JSON value.
-bool truthy(const Json& v) {
+bool truthy(const Config& v) {
   if (v.is_boolean()) return v.get<bool>();
   if (v.is_number()) return v.get<double>() != 0.0;
   if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
@@ -158,8 +204,8 @@ bool truthy(const Json& v) {
 
 void infer_special_tokens(HfTokenizer& t, const std::string& config_path) {
   TokenizerInfo& info = t.mutable_info();
-  std::optional<Json> config;
-  if (exists(config_path)) config = read_json_file(config_path, kMaxTextFileBytes);
+  std::optional<Config> config;
+  if (exists(config_path)) config = read_ordered_json_file(config_path, kMaxTextFileBytes);
   if (config && !config->is_object()) {
     throw ConfigError(config_path, "expected a JSON object", "check tokenizer_config.json");
   }
@@ -168,7 +214,7 @@ void infer_special_tokens(HfTokenizer& t, const std::string& config_path) {
     bos = config_token(*config, "bos_token", config_path);
     eos = config_token(*config, "eos_token", config_path);
     std::vector<AddedToken> tokens;
-    auto add = [&](const std::string& content, const Json& spec, std::optional<int32_t> id) {
+    auto add = [&](const std::string& content, const Config& spec, std::optional<int32_t> id) {
       if (bos && content == *bos) {
         info.bos_token = content;
         info.bos_id = id ? *id : t.token_to_id(content);
@@ -180,27 +226,26 @@ void infer_special_tokens(HfTokenizer& t, const std::string& config_path) {
       token.content = content;
       token.special = true;
       token.normalized = false;
-      if (spec.is_object() && (spec.contains("content") ||
-                               json_member(spec, "__type") == Json("AddedToken"))) {
-        const std::string where = config_path + ": " + content;
-        token.single_word = truthy(json_member(spec, "single_word"));
-        token.lstrip = truthy(json_member(spec, "lstrip"));
-        token.rstrip = truthy(json_member(spec, "rstrip"));
-        token.normalized = json_member(spec, "normalized").is_null()
-                               ? true : truthy(json_member(spec, "normalized"));
-        (void)where;
+      // AddedToken(content, single_word=.get(False), ..., normalized=.get(True)) from an object.
+      if (spec.is_object() &&
+          (spec.contains("content") || member(spec, "__type") == Config("AddedToken"))) {
+        token.single_word = truthy(member(spec, "single_word"));
+        token.lstrip = truthy(member(spec, "lstrip"));
+        token.rstrip = truthy(member(spec, "rstrip"));
+        token.normalized =
+            member(spec, "normalized").is_null() || truthy(member(spec, "normalized"));
       }
       tokens.push_back(token);
     };
     for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token", "sep_token",
                             "cls_token", "mask_token"}) {
-      const Json& spec = json_member(*config, key);
+      const Config& spec = member(*config, key);
       if (spec.is_null()) continue;
       if (const auto content = config_token(*config, key, config_path)) add(*content, spec, {});
     }
-    const Json& decoder = json_member(*config, "added_tokens_decoder");
+    const Config& decoder = member(*config, "added_tokens_decoder");
     for (auto it = decoder.begin(); decoder.is_object() && it != decoder.end(); ++it) {
-      const Json& spec = it.value();
+      const Config& spec = it.value();
       if (!spec.is_object() || !spec.contains("content") || !spec["content"].is_string()) continue;
       int32_t id = 0;
       try {
@@ -229,8 +274,8 @@ void infer_special_tokens(HfTokenizer& t, const std::string& config_path) {
   info.hf_adds_bos = holds(info.bos_id);
   info.hf_adds_eos = holds(info.eos_id);
   if (config) {
-    const Json& add_bos = json_member(*config, "add_bos_token");
-    const Json& add_eos = json_member(*config, "add_eos_token");
+    const Config& add_bos = member(*config, "add_bos_token");
+    const Config& add_eos = member(*config, "add_eos_token");
     if (!add_bos.is_null()) info.default_add_bos = truthy(add_bos);
     if (!add_eos.is_null()) info.default_add_eos = truthy(add_eos);
   }
@@ -280,19 +325,21 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& assets_path) {
   } else if (exists(dir + "/vocab.json") || exists(dir + "/vocab.txt")) {
     hf = load_vocab_files(dir, dir + "/merges.txt");
   } else {
-    for (const std::string& rank_file : {dir + "/original/tokenizer.model", dir + "/tokenizer.model"}) {
+    for (const std::string& rank_file :
+         {dir + "/original/tokenizer.model", dir + "/tokenizer.model"}) {
       if (exists(rank_file)) return load_tiktoken_file(rank_file, true);
     }
     std::string listing;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_regular_file(ec)) listing += (listing.empty() ? "" : ", ") + it->path().filename().string();
+      if (it->is_regular_file(ec))
+        listing += (listing.empty() ? "" : ", ") + it->path().filename().string();
     }
-    throw ConfigError("model.hf_assets_path",
-                      fmt::format("no tokenizer file in {} (files: {})", dir,
-                                  listing.empty() ? "none" : listing),
-                      "looking for tokenizer.json, vocab.json or vocab.txt (+ merges.txt), or "
-                      "Llama 3's original/tokenizer.model");
+    throw ConfigError(
+        "model.hf_assets_path",
+        fmt::format("no tokenizer file in {} (files: {})", dir, listing.empty() ? "none" : listing),
+        "looking for tokenizer.json, vocab.json or vocab.txt (+ merges.txt), or "
+        "Llama 3's original/tokenizer.model");
   }
   infer_special_tokens(*hf, dir + "/tokenizer_config.json");
   return hf;

@@ -55,12 +55,13 @@
 namespace titan {
 
 struct TokenizerInfo {
-  std::string kind;  // "tokenizer.json (BPE)", "vocab.json+merges.txt (BPE)", "tiktoken", ...
-  std::string file;  // the file it was read from
+  // "tokenizer.json", "vocab.json+merges.txt (BPE)", "vocab.txt (WordLevel)", "tiktoken ...".
+  std::string kind;
+  std::string file;        // the file it was read from
   int64_t vocab_size = 0;  // HF's get_vocab_size(): distinct tokens, added ones included
   std::optional<int32_t> bos_id, eos_id;
   std::string bos_token, eos_token;
-  bool hf_adds_bos = false, hf_adds_eos = false;        // the post-processor adds them
+  bool hf_adds_bos = false, hf_adds_eos = false;          // the post-processor adds them
   bool default_add_bos = false, default_add_eos = false;  // tokenizer_config.json's add_*_token
 };
 
