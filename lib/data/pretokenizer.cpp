@@ -271,19 +271,19 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& spec, const std::st
                                          json_bool(spec, "use_regex", true, where));
   }
   if (type == "Digits") {
-    // char::is_numeric is \p{N}; one digit at a time, or runs (Contiguous).
+    // Rust's char::is_numeric (its own Unicode tables); one digit at a time, or runs.
     const bool individual = json_bool(spec, "individual_digits", false, where);
-    return std::make_unique<PatternPreTokenizer>(individual ? R"(\p{N})" : R"(\p{N}+)", false,
-                                                 Behavior::kIsolated);
+    return std::make_unique<PatternPreTokenizer>(individual ? R"(\p{Rust_N})" : R"(\p{Rust_N}+)",
+                                                 false, Behavior::kIsolated);
   }
   if (type == "Whitespace") {
-    // Rust regex's \w+|[^\w\s]+, the matches kept.
-    const std::string w = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D})";
-    return std::make_unique<PatternPreTokenizer>("[" + w + "]+|[^" + w + R"(\s]+)", true,
-                                                 Behavior::kRemoved);
+    // The regex crate's \w+|[^\w\s]+, the matches kept.
+    return std::make_unique<PatternPreTokenizer>(
+        R"([\p{Rust_Word}]+|[^\p{Rust_Word}\p{Rust_White_Space}]+)", true, Behavior::kRemoved);
   }
   if (type == "WhitespaceSplit") {
-    return std::make_unique<PatternPreTokenizer>(R"(\s)", false, Behavior::kRemoved);
+    return std::make_unique<PatternPreTokenizer>(R"(\p{Rust_White_Space})", false,
+                                                 Behavior::kRemoved);
   }
   if (type == "CharDelimiterSplit") {
     return std::make_unique<PatternPreTokenizer>(

@@ -16,12 +16,26 @@
 namespace titan {
 namespace {
 
-// What PCRE2's own \p{name} lacks, as class items ("\x{..}-\x{..}"), and how many code points
-// it has that Unicode 16.0 does not (these cannot be taken out of a class: refused).
+// A property as PCRE2 class items: its base (PCRE2's own \p{name}, or for the Rust tables the
+// PCRE2 spelling of Rust's definition) plus the code points the base lacks; `surplus` counts the
+// code points the base has that the table does not (these cannot be taken out of a class).
 struct PropertyFix {
+  std::string base;
   std::string additions;
   size_t surplus = 0;
+  bool known = true;  // PCRE2 compiles the base
 };
+
+std::string white_space_items();
+
+// The base items of a table: Rust's char::is_numeric is \p{N}; the regex crate's \w is
+// Alphabetic, marks, decimal numbers, connector punctuation and the two joiners.
+std::string base_items(const std::string& name) {
+  if (name == "Rust_N") return "\\p{N}";
+  if (name == "Rust_Word") return "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}";
+  if (name == "Rust_White_Space") return white_space_items();
+  return fmt::format("\\p{{{}}}", name);
+}
 
 pcre2_code* compile_or_null(const std::string& pattern) {
   int error = 0;
@@ -30,13 +44,14 @@ pcre2_code* compile_or_null(const std::string& pattern) {
                        PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
 }
 
-// Compares PCRE2's \p{name} with the table, code point by code point (once per property and
-// process: tens of milliseconds).
+// Compares the base with the table, code point by code point (once per property and process:
+// tens of milliseconds).
 PropertyFix compute_fix(const UnicodeTable& table) {
   PropertyFix fix;
-  pcre2_code* code = compile_or_null(fmt::format("\\p{{{}}}", table.name));
+  fix.base = base_items(table.name);
+  pcre2_code* code = compile_or_null("[" + fix.base + "]");
   if (code == nullptr) {
-    fix.additions = "";  // PCRE2 does not know the name: the caller passes it through
+    fix.known = false;
     return fix;
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -119,7 +134,9 @@ std::string canonical_property(std::string name) {
   }
   for (const UnicodeTable* t = unicode_tables_begin(); t != unicode_tables_end(); ++t) {
     std::string lower;
-    for (const char* p = t->name; *p; ++p) lower += static_cast<char>(std::tolower(*p));
+    for (const char* p = t->name; *p; ++p) {
+      if (*p != '_') lower += static_cast<char>(std::tolower(*p));
+    }
     if (key == lower) return t->name;
   }
   return name;
@@ -174,17 +191,20 @@ std::string translate_regex(const std::string& pattern, const std::string& where
       return;
     }
     const PropertyFix& fix = property_fix(*table);
+    if (!fix.known) refuse(fmt::format("PCRE2 does not know the property {}", spelled));
     if (fix.surplus > 0) {
       refuse(
-          fmt::format("the PCRE2 library's Unicode tables put {} code points in \\p{{{}}} that "
-                      "Unicode 16.0 (Hugging Face tokenizers, tiktoken) does not",
-                      fix.surplus, canon));
+          fmt::format("the PCRE2 library's Unicode tables put {} code points in {} that "
+                      "the reference (Hugging Face tokenizers, tiktoken) does not",
+                      fix.surplus, spelled));
     }
-    if (fix.additions.empty()) {
+    const bool single =
+        fix.base.rfind("\\p{", 0) == 0 && fix.base.find('\\', 1) == std::string::npos;
+    if (fix.additions.empty() && single) {  // PCRE2's own property is exact: keep its spelling
       out += fmt::format("\\{}{{{}}}", negated ? 'P' : 'p', canon);
       return;
     }
-    emit(fmt::format("\\p{{{}}}{}", canon, fix.additions), negated, spelled.c_str());
+    emit(fix.base + fix.additions, negated, spelled.c_str());
   };
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
@@ -243,8 +263,8 @@ std::string translate_regex(const std::string& pattern, const std::string& where
         std::string items;
         for (const char* p : {"L", "M", "N", "Pc"}) {
           const PropertyFix& fix = property_fix(*find_table(p));
-          if (fix.surplus > 0) refuse("PCRE2's Unicode tables disagree with Unicode 16.0 on \\w");
-          items += fmt::format("\\p{{{}}}{}", p, fix.additions);
+          if (fix.surplus > 0) refuse("PCRE2's Unicode tables disagree with the reference on \\w");
+          items += fix.base + fix.additions;
         }
         emit(items, e == 'W', e == 'w' ? "\\w" : "\\W");
         break;

@@ -5,7 +5,9 @@
 //  - Unicode tables: Debian's PCRE2 (10.42) knows Unicode 14, the references Unicode 16.0.
 //    \p{L}, \p{N}, ... get the code points PCRE2 lacks added from unicode_tables.inc (generated
 //    from the reference engine); a PCRE2 whose tables hold code points the references do not is
-//    refused (ConfigError), never used silently.
+//    refused (ConfigError), never used silently. \p{Rust_N}, \p{Rust_Word} and
+//    \p{Rust_White_Space} (unicode.h: the library's Rust-side tables) are titan's own names for
+//    the pre-tokenizers that use Rust's definitions.
 //  - \s is Unicode's White_Space in the references (with U+0085, without U+180E): spelled out.
 //  - \d and \w follow Oniguruma (\p{Nd}; letters, marks, numbers, connector punctuation), and
 //    \h is Oniguruma's hexadecimal digit.

@@ -28,7 +28,7 @@ bool table_contains(const UnicodeTable& t, uint32_t c) {
 }
 
 bool is_white_space(uint32_t c) {
-  static const UnicodeTable& ws = table("White_Space");
+  static const UnicodeTable& ws = table("Rust_White_Space");
   return table_contains(ws, c);
 }
 
@@ -36,12 +36,8 @@ bool is_rust_word_char(uint32_t c) {
   if (c < 0x80) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
   }
-  static const UnicodeTable& alpha = table("Alphabetic");
-  static const UnicodeTable& mark = table("M");
-  static const UnicodeTable& digit = table("Nd");
-  static const UnicodeTable& connector = table("Pc");
-  return c == 0x200C || c == 0x200D || table_contains(alpha, c) || table_contains(mark, c) ||
-         table_contains(digit, c) || table_contains(connector, c);
+  static const UnicodeTable& word = table("Rust_Word");
+  return table_contains(word, c);
 }
 
 }  // namespace titan

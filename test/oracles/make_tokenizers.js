@@ -13,6 +13,7 @@
 //               vocabulary and merges trained here on the corpus.
 //   llama3_rank/ the same vocabulary as Meta's original/tokenizer.model (tiktoken rank file).
 //   vocabfiles/ vocab.json + merges.txt of the same vocabulary (torchtitan builds the BPE).
+//   words/      WordLevel over WhitespaceSplit, CharDelimiterSplit, Whitespace, Digits.
 //   mix/        Strip + Replace(regex) normalizer, Sequence[Split(String "\n", Removed),
 //               Digits(individual), Metaspace(first)], BPE with unk_token and no fuse_unk,
 //               RobertaProcessing, a normalized added token whose normalized form differs, and a
@@ -201,5 +202,22 @@ function count_words(pieces) {
     pad_token: '<pad2>', mask_token: { content: '<mask>', lstrip: true, normalized: true, rstrip: false, single_word: false },
     add_bos_token: true, add_eos_token: false,
   });
-  console.log(`wrote llama3, gpt2style, spm, mix under ${outdir}`);
+  // words/: WordLevel over Sequence[WhitespaceSplit, CharDelimiterSplit("-"), Whitespace,
+  // Digits]; the vocabulary is the sample's most frequent such words.
+  const word_counts = count_words(sample.split(/[\s-]+/u)
+    .flatMap((w) => w.match(/[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\s]+/gu) || [])
+    .flatMap((w) => w.split(/(\p{N}+)/u)));
+  const words_vocab = { '[UNK]': 0 };
+  [...word_counts.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3000)
+    .forEach(([w], i) => { words_vocab[w] = i + 1; });
+  write('words', 'tokenizer.json', {
+    version: '1.0', truncation: null, padding: null, added_tokens: [added(0, '[UNK]', true)],
+    normalizer: null,
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' },
+      { type: 'CharDelimiterSplit', delimiter: '-' }, { type: 'Whitespace' },
+      { type: 'Digits', individual_digits: false }] },
+    post_processor: null, decoder: null,
+    model: { type: 'WordLevel', vocab: words_vocab, unk_token: '[UNK]' },
+  });
+  console.log(`wrote llama3, llama3_rank, vocabfiles, gpt2style, spm, mix, words under ${outdir}`);
 })();

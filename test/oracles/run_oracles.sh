@@ -25,7 +25,7 @@ flock 9
 if [ -f "$out/complete" ]; then exit 0; fi
 node "$here/make_corpus.js" "$out/corpus.txt"
 node "$here/make_tokenizers.js" "$out" "$out/corpus.txt"
-for v in llama3 gpt2style spm mix vocabfiles; do
+for v in llama3 gpt2style spm mix words vocabfiles; do
   node "$here/encode.js" "$out/$v" "$out/corpus.txt" "$out/$v.ids"
 done
 node "$here/tiktoken_oracle.js" "$out/corpus.txt" "$out/cl100k.ids" "$out/cl100k_base.tiktoken" \
