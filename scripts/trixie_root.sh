@@ -40,7 +40,7 @@ fi
 # What the build and the tests need; python3-torch (for a dry run of scripts/gpu_check.sh) is
 # asked for with `up python3-torch`: it pulls in much of Python and minutes of install time.
 common="libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libopenblas0-pthread cmake g++
-        ninja-build ccache ca-certificates"
+        ninja-build ccache ca-certificates libpcre2-dev nlohmann-json3-dev"
 if [ "$flavor" = cuda ]; then
   root=${TRIXIE_ROOT:-/var/cache/titan-train/trixie-cuda}
   components="main contrib non-free"

@@ -1,0 +1,149 @@
+#include "data/normalizer.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "data/json_spec.h"
+#include "data/regex.h"
+#include "data/unicode.h"
+#include "data/utf8.h"
+#include "util/error.h"
+
+namespace titan {
+namespace {
+
+class SequenceNormalizer : public Normalizer {
+ public:
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
+      : parts_(std::move(parts)) {}
+  void normalize(std::string& text) const override {
+    for (const auto& p : parts_) p->normalize(text);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> parts_;
+};
+
+// HF's Prepend: only a non-empty text gets the prefix.
+class PrependNormalizer : public Normalizer {
+ public:
+  explicit PrependNormalizer(std::string prefix) : prefix_(std::move(prefix)) {}
+  void normalize(std::string& text) const override {
+    if (!text.empty()) text.insert(0, prefix_);
+  }
+
+ private:
+  std::string prefix_;
+};
+
+// HF's Replace: every match of the pattern (Oniguruma semantics) becomes `content`.
+class ReplaceNormalizer : public Normalizer {
+ public:
+  ReplaceNormalizer(const std::string& pattern, std::string content, const std::string& where)
+      : regex_(pattern, where), content_(std::move(content)) {}
+  void normalize(std::string& text) const override {
+    std::string out;
+    size_t done = 0;
+    regex_.find_all(text, [&](size_t start, size_t end) {
+      out.append(text, done, start - done);
+      out += content_;
+      done = end;
+    });
+    if (done == 0 && out.empty()) return;  // no match
+    out.append(text, done, std::string::npos);
+    text.swap(out);
+  }
+
+ private:
+  Regex regex_;
+  std::string content_;
+};
+
+// HF's Strip: White_Space (Rust's char::is_whitespace) off either end.
+class StripNormalizer : public Normalizer {
+ public:
+  StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
+  void normalize(std::string& text) const override {
+    size_t begin = 0, end = text.size();
+    if (left_) {
+      while (begin < end) {
+        size_t k = begin;
+        if (!is_white_space(next_code_point(text, k))) break;
+        begin = k;
+      }
+    }
+    if (right_) {
+      while (end > begin) {
+        size_t b = end - 1;
+        while (b > begin && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
+        size_t k = b;
+        if (!is_white_space(next_code_point(text, k))) break;
+        end = b;
+      }
+    }
+    text = text.substr(begin, end - begin);
+  }
+
+ private:
+  bool left_, right_;
+};
+
+// The ByteLevel normalizer: each byte becomes its ByteLevel character.
+class ByteLevelNormalizer : public Normalizer {
+ public:
+  void normalize(std::string& text) const override;
+};
+
+}  // namespace
+
+uint32_t byte_level_char(unsigned char b);  // bpe.cpp
+
+void ByteLevelNormalizer::normalize(std::string& text) const {
+  std::string out;
+  out.reserve(text.size() * 2);
+  for (unsigned char b : text) append_utf8(byte_level_char(b), out);
+  text.swap(out);
+}
+
+std::unique_ptr<Normalizer> make_normalizer(const Json& spec, const std::string& where) {
+  const std::string type = json_type(spec, where);
+  if (type == "Sequence") {
+    const Json& list = json_member(spec, "normalizers");
+    if (!list.is_array()) {
+      throw ConfigError(json_where(where, "normalizers"), "expected a list of normalizers",
+                        "check the tokenizer file");
+    }
+    std::vector<std::unique_ptr<Normalizer>> parts;
+    for (size_t i = 0; i < list.size(); ++i) {
+      parts.push_back(make_normalizer(list[i], fmt::format("{}.normalizers[{}]", where, i)));
+    }
+    return std::make_unique<SequenceNormalizer>(std::move(parts));
+  }
+  if (type == "Prepend") {
+    return std::make_unique<PrependNormalizer>(json_string(spec, "prepend", where));
+  }
+  if (type == "Replace") {
+    const Json& pattern = json_member(spec, "pattern");
+    const std::string content = json_string(spec, "content", where);
+    const std::string pwhere = json_where(where, "pattern");
+    if (pattern.is_object() && pattern.contains("String")) {
+      return std::make_unique<ReplaceNormalizer>(
+          escape_regex(json_string(pattern, "String", pwhere)), content, pwhere);
+    }
+    if (pattern.is_object() && pattern.contains("Regex")) {
+      return std::make_unique<ReplaceNormalizer>(json_string(pattern, "Regex", pwhere), content,
+                                                 pwhere);
+    }
+    throw ConfigError(pwhere, "expected {\"String\": ...} or {\"Regex\": ...}",
+                      "check the tokenizer file");
+  }
+  if (type == "Strip") {
+    return std::make_unique<StripNormalizer>(json_bool(spec, "strip_left", true, where),
+                                             json_bool(spec, "strip_right", true, where));
+  }
+  if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
+  unsupported_component("normalizer", type, where);
+}
+
+}  // namespace titan
