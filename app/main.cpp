@@ -5,6 +5,7 @@
 
 #include "app/compare.h"
 #include "app/export.h"
+#include "app/tokenize.h"
 #include "app/train_command.h"
 #include "util/error.h"
 #include "util/malloc_tuning.h"
@@ -28,10 +29,15 @@ int export_command(const std::vector<std::string>& args, std::ostream& out) {
   return titan::run_export({args.begin() + 1, args.end()}, out);
 }
 
+int tokenize_command(const std::vector<std::string>& args, std::ostream& out) {
+  return titan::run_tokenize({args.begin() + 1, args.end()}, out, std::cerr);
+}
+
 const Subcommand kSubcommands[] = {
     {"train", titan::run_train_command},
     {"compare", compare_command},
     {"export", export_command},
+    {"tokenize", tokenize_command},
 };
 
 int dispatch(std::vector<std::string> args) {

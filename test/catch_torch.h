@@ -28,14 +28,14 @@ inline Matchers::StringContainsMatcher Contains(const std::string& text,
   return Matchers::ContainsSubstring(text, sensitivity);
 }
 }  // namespace Catch
-#define TITAN_SKIP(message) SKIP("titan-test-skipped: " message)
+#define TITAN_SKIP(message) SKIP("titan-test-skipped: " << (message))
 #else
 #include <catch2/catch.hpp>
 // Catch2 v2 has no SKIP: the test ends with a warning that the console reporter shows, and ctest
 // reports it skipped from that marker (test/CMakeLists.txt: SKIP_REGULAR_EXPRESSION), not passed.
-#define TITAN_SKIP(message)               \
-  do {                                    \
-    WARN("titan-test-skipped: " message); \
-    return;                               \
+#define TITAN_SKIP(message)                    \
+  do {                                         \
+    WARN("titan-test-skipped: " << (message)); \
+    return;                                    \
   } while (0)
 #endif

@@ -167,6 +167,8 @@ TEST_CASE("data: missing path and too-small vocabulary are config errors", "[dat
   CHECK_THROWS_AS(source(dataset("text", "/nonexistent/data")), ConfigError);
   CHECK_THROWS_WITH(source(dataset("text", "/nonexistent/data")),
                     Catch::Contains("No such file or directory"));
-  CHECK_THROWS_WITH(source(dataset("synthetic"), 1, 17, 100),
-                    Catch::Contains("smaller than the byte tokenizer"));
+  CHECK_THROWS_WITH(
+      source(dataset("synthetic"), 1, 17, 100),
+      Catch::Contains(
+          "smaller than the vocabulary of the text's encoder (tokenized bytewise: 258)"));
 }

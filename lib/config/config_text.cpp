@@ -96,6 +96,8 @@ std::string help_text() {
       "                     where two runs' numerics part (titan-train compare --help)\n"
       "  titan-train export CHECKPOINT_DIR -o OUT [--hf] [--dtype D] [--force]\n"
       "                     a checkpoint's weights as safetensors or a Hugging Face folder\n"
+      "  titan-train tokenize [--config FILE] [--section.key VALUE ...] -o OUT.bin [--force]\n"
+      "                     the training text's token stream as the loader reads it (uint32)\n"
       "\n"
       "Exit codes: 0 success, 1 runtime failure, 2 bad config or usage,\n"
       "            3 a determinism or recompute check failed,\n"

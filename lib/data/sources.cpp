@@ -66,7 +66,7 @@ class TextDocumentSource : public TokenSource {
     return encoder_->encode_document(docs_.at(index));
   }
   std::string describe() const override {
-    return fmt::format("{} ({} documents)", what_, docs_.size());
+    return fmt::format("{} ({} documents), {}", what_, docs_.size(), encoder_->describe());
   }
 
  private:
@@ -236,16 +236,16 @@ DatasetSpec validation_dataset(const ValidationConfig& v, TokenDtype token_dtype
 }
 
 std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
-                                               int64_t window, int64_t vocab_size) {
-  const bool bytewise = spec.kind != DatasetKind::kTokens;
-  if (bytewise && vocab_size < ByteTokenizer::kVocabSize) {
+                                               int64_t window, int64_t vocab_size,
+                                               std::shared_ptr<const TextEncoder> encoder) {
+  if (spec.kind == DatasetKind::kSynthetic || !encoder) encoder = byte_encoder();
+  if (spec.kind != DatasetKind::kTokens && vocab_size < encoder->vocab_size()) {
     throw ConfigError("model.flavor",
-                      fmt::format("the model's vocab_size {} is smaller than the byte tokenizer's "
-                                  "vocabulary ({})",
-                                  vocab_size, ByteTokenizer::kVocabSize),
+                      fmt::format("the model's vocab_size {} is smaller than the vocabulary of "
+                                  "the text's encoder ({}: {})",
+                                  vocab_size, encoder->describe(), encoder->vocab_size()),
                       "pick a flavor with a larger vocabulary (debugmodel has 2048)");
   }
-  auto encoder = byte_encoder();
   switch (spec.kind) {
     case DatasetKind::kSynthetic:
       return std::make_unique<SyntheticSource>(seed);

@@ -54,11 +54,13 @@ DatasetSpec training_dataset(const TrainingConfig& training);
 DatasetSpec validation_dataset(const ValidationConfig& validation, TokenDtype token_dtype);
 
 // Builds the source `spec` names. `window` is seq_len + 1 (the tokens source cuts its stream
-// into documents of that length). Requires vocab_size > every token id it can emit. Throws
-// ConfigError (exit 2) for a missing path, an unreadable or malformed file, or a token id >=
-// vocab_size, naming the file (and line for jsonl and c4).
+// into documents of that length). Text datasets are encoded by `encoder` (data/text_encoding.h;
+// null: byte_encoder()). Throws ConfigError (exit 2) for a missing path, an unreadable or
+// malformed file, an encoder whose vocabulary exceeds vocab_size, or a token id >= vocab_size,
+// naming the file (and line for jsonl and c4).
 std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
-                                               int64_t window, int64_t vocab_size);
+                                               int64_t window, int64_t vocab_size,
+                                               std::shared_ptr<const TextEncoder> encoder = {});
 
 // The "text" field of one JSON object (strict JSON: escapes, numbers and literals are checked;
 // nesting depth is limited only by the line's length). Throws JsonSyntaxError, nothing else

@@ -13,7 +13,7 @@ namespace {
 std::shared_ptr<Instrument> make_validation(const InstrumentSetup& s) {
   const ValidationConfig& v = s.config.validation;
   auto source = make_token_source(validation_dataset(v, s.config.training.dataset_token_dtype),
-                                  s.seed, v.seq_len + 1, s.args.vocab_size);
+                                  s.seed, v.seq_len + 1, s.args.vocab_size, s.text_encoder);
   BatchLayout layout;
   layout.local_batch_size = v.local_batch_size;
   layout.seq_len = v.seq_len;

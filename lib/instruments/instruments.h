@@ -36,6 +36,7 @@ struct InstrumentSetup {
   // For readers of other data (validation): the seed, this rank's place and the data order.
   uint64_t seed = 0;
   int64_t world = 1;
+  std::shared_ptr<const TextEncoder> text_encoder;  // the training text's (null: bytes)
 };
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the

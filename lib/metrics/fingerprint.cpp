@@ -51,6 +51,7 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
   out += fmt::format("adamw_kernel {}\n", header.adamw_kernel);
   out += fmt::format("world_size {}\n", d.world_size);
   if (!header.comm_numerics.empty()) out += fmt::format("comm_numerics {}\n", header.comm_numerics);
+  if (!header.tokenizer.empty()) out += fmt::format("tokenizer {}\n", header.tokenizer);
   return out;
 }
 

@@ -43,6 +43,9 @@ struct FingerprintHeader {
   // "nccl NCCL_ALGO=Ring NCCL_PROTO=Simple"); "" (no header line) for Gloo and one process,
   // whose sums follow the rank order.
   std::string comm_numerics;
+  // The tokenizer that encodes the text (data/text_encoding.h: its file, a hash of its bytes and
+  // its vocabulary size); "" (no header line) when text is tokenized bytewise.
+  std::string tokenizer;
 };
 
 // The first line of every fingerprint.log starts with this.

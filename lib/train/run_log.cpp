@@ -100,6 +100,7 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
       d, fmt::format("{} {}", ctx.device.str(), hardware_name(ctx.device)));
   if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
   if (!ctx.device.is_cuda()) log << "[titan] " << idle_threads_summary() << "\n";
+  for (const auto& note : parts.text.notes) log << "[titan] " << note << "\n";
   log << fmt::format("[titan] data: {}\n", parts.source->describe());
   log_data_parallel(parts, log);
   log << fmt::format(

@@ -47,8 +47,9 @@ RunParts::RunParts(const RunContext& run_context)
   ProcessGroup& group = *context.process_group;
   const RunFolder folder(config);
   check_memory(args, config, plan.micro_batches, context.device);
+  text = text_encoding_for(config, args.vocab_size);
   source = make_token_source(training_dataset(t), context.determinism.seed, t.seq_len + 1,
-                             args.vocab_size);
+                             args.vocab_size, text.encoder);
   BatchLayout layout;
   layout.local_batch_size = t.local_batch_size;
   layout.seq_len = t.seq_len;
@@ -92,6 +93,7 @@ RunParts::RunParts(const RunContext& run_context)
   setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
   setup.tracer = tracer;
   setup.seed = context.determinism.seed;
+  setup.text_encoder = text.encoder;
   instruments = make_instruments(setup);
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
   start = checkpointer->resume_or_initialize();
@@ -111,7 +113,8 @@ FingerprintHeader RunParts::fingerprint_header() const {
                            to_string(kernels.swiglu),
                            to_string(kernels.rms_norm),
                            to_string(adamw_kernel_of(*optimizer)),
-                           context.process_group->numerics_settings()};
+                           context.process_group->numerics_settings(),
+                           text.fingerprint};
 }
 
 }  // namespace titan

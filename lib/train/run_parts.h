@@ -15,6 +15,7 @@
 
 #include "data/sources.h"
 #include "data/step_batches.h"
+#include "data/text_encoding.h"
 #include "instruments/instrument.h"
 #include "instruments/numerics_trace.h"
 #include "metrics/fingerprint.h"
@@ -42,6 +43,7 @@ struct RunParts {
   const RunContext& context;
   ModelArgs args;
   BatchPlan plan;
+  TextEncoding text;  // how text datasets are tokenized
   std::shared_ptr<const TokenSource> source;
   std::unique_ptr<StepBatches> batches;
   Transformer model{nullptr};

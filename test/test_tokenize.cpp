@@ -1,0 +1,166 @@
+// model.hf_assets_path's tokenizer in training (data/text_encoding.h) and `titan-train tokenize`:
+// text documents become the tokenizer's ids with BOS and EOS, the subcommand writes exactly the
+// stream the loader reads, and training from that stream gives the same bits.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "catch_torch.h"
+#include "test_util.h"
+
+using namespace titan;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr int kBos = 1, kEos = 2, kFirstWord = 3;
+
+std::string word(int i) { return fmt::format("w{}", i); }
+
+// A WordLevel tokenizer over whitespace-split words w0..w<words-1> (ids 3...), with <s> and </s>
+// as BOS and EOS (tokenizer_config.json), as torchtitan infers them.
+std::string tokenizer_folder(const std::string& tag, int words) {
+  Json vocab = {{"[UNK]", 0}, {"<s>", kBos}, {"</s>", kEos}};
+  for (int i = 0; i < words; ++i) vocab[word(i)] = kFirstWord + i;
+  const Json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", Json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+      {"post_processor", nullptr},
+      {"decoder", nullptr},
+      {"model", {{"type", "WordLevel"}, {"unk_token", "[UNK]"}, {"vocab", vocab}}}};
+  const std::string dir = test::temp_dir(tag);
+  test::write_text(dir + "/tokenizer.json", tokenizer.dump());
+  test::write_text(dir + "/tokenizer_config.json",
+                   Json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
+  return dir;
+}
+
+// 40 documents of 6-14 words from w0..w99 as jsonl; `expected` gets the stream the loader should
+// read: per document BOS, the words' ids, EOS.
+std::string corpus(const std::string& dir, std::vector<uint32_t>& expected) {
+  std::string text;
+  uint64_t state = 7;
+  for (int d = 0; d < 40; ++d) {
+    std::string doc;
+    expected.push_back(kBos);
+    const int n = 6 + d % 9;
+    for (int w = 0; w < n; ++w) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const int i = static_cast<int>((state >> 33) % 100);
+      doc += (w ? " " : "") + word(i);
+      expected.push_back(static_cast<uint32_t>(kFirstWord + i));
+    }
+    expected.push_back(kEos);
+    text += Json{{"text", doc}}.dump() + "\n";
+  }
+  return test::write_text(dir + "/docs.jsonl", text);
+}
+
+std::vector<uint32_t> read_uint32(const std::string& path) {
+  const std::string bytes = test::read_text(path);
+  std::vector<uint32_t> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+std::string step_lines(const std::string& dir) {
+  std::istringstream in(test::read_text(dir + "/fingerprint.log"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("step ", 0) == 0) out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tokenizer in training: documents are the tokenizer's ids with BOS and EOS; tokenize "
+    "writes that stream, and training from it gives the same bits",
+    "[tokenizer][data]") {
+  const std::string dir = test::temp_dir("tokenize");
+  const std::string assets = tokenizer_folder("tokenize_assets", 100);
+  std::vector<uint32_t> expected;
+  const std::string docs = corpus(dir, expected);
+  const std::string text_flags = "--model.flavor tiny --model.hf_assets_path " + assets +
+                                 " --training.dataset jsonl --training.dataset_path " + docs;
+
+  auto r = test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains(fmt::format("wrote {} tokens", expected.size())));
+  CHECK(read_uint32(dir + "/out.bin") == expected);
+
+  const std::string from_text = dir + "/from_text", from_tokens = dir + "/from_tokens",
+                    bytewise = dir + "/bytewise";
+  auto a = test::run_titan(test::tiny_run(from_text, 4, text_flags));
+  REQUIRE(a.exit_code == 0);
+  CHECK_THAT(a.output, Catch::Contains("tokenizer: tokenizer.json from " + assets));
+  auto b = test::run_titan(test::tiny_run(
+      from_tokens, 4,
+      "--model.hf_assets_path '' --training.dataset tokens --training.dataset_token_dtype uint32 "
+      "--training.dataset_path " +
+          dir + "/out.bin"));
+  REQUIRE(b.exit_code == 0);
+  CHECK(step_lines(from_text) == step_lines(from_tokens));
+  CHECK_FALSE(step_lines(from_text).empty());
+  CHECK_THAT(test::read_text(from_text + "/fingerprint.log"),
+             Catch::Contains("\ntokenizer " + assets + "/tokenizer.json "));
+  CHECK_THAT(test::read_text(from_tokens + "/fingerprint.log"), !Catch::Contains("\ntokenizer "));
+
+  auto c = test::run_titan(test::tiny_run(
+      bytewise, 4,
+      "--model.hf_assets_path '' --training.dataset jsonl --training.dataset_path " + docs));
+  REQUIRE(c.exit_code == 0);
+  CHECK(step_lines(bytewise) != step_lines(from_text));
+
+  SECTION("an existing output is kept unless --force") {
+    auto again = test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin");
+    CHECK(again.exit_code == 2);
+    CHECK_THAT(again.output, Catch::Contains("exists"));
+    CHECK(test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin --force").exit_code ==
+          0);
+  }
+}
+
+TEST_CASE(
+    "tokenizer in training: a folder without a tokenizer, a vocabulary larger than the "
+    "flavor's and a non-text dataset are exit 2 before any output; torchtitan's absent "
+    "default folder keeps bytes with a note",
+    "[tokenizer][data]") {
+  const std::string dir = test::temp_dir("tokenize_refused");
+  std::vector<uint32_t> expected;
+  const std::string docs = corpus(dir, expected);
+  const std::string jsonl = " --training.dataset jsonl --training.dataset_path " + docs;
+
+  const std::string empty = test::temp_dir("tokenize_empty");
+  auto r =
+      test::run_titan(test::tiny_run(dir + "/run1", 2, "--model.hf_assets_path " + empty + jsonl));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(empty));
+  CHECK_THAT(r.output, Catch::Contains("tokenizer.json"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/run1/fingerprint.log"));
+
+  const std::string big = tokenizer_folder("tokenize_big", 600);
+  r = test::run_titan(test::tiny_run(dir + "/run2", 2, "--model.hf_assets_path " + big + jsonl));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("has 603 tokens") && Catch::Contains("vocab_size 512"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/run2/fingerprint.log"));
+
+  r = test::run_titan("tokenize --model.flavor tiny -o " + dir + "/x.bin");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("\"synthetic\" is not a text dataset"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/x.bin"));
+
+  // The tests run where ./tests/assets/tokenizer does not exist.
+  r = test::run_titan(test::tiny_run(dir + "/run3", 1, jsonl));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("there is no such folder: text is tokenized bytewise"));
+}
