@@ -172,3 +172,23 @@ TEST_CASE("data: missing path and too-small vocabulary are config errors", "[dat
       Catch::Contains(
           "smaller than the vocabulary of the text's encoder (tokenized bytewise: 258)"));
 }
+
+namespace {
+
+// Documents that encode to no tokens (a tokenizer without BOS/EOS on blank text).
+class EmptyDocuments : public titan::TokenSource {
+ public:
+  uint64_t num_documents() const override { return 3; }
+  std::vector<int32_t> document(uint64_t) const override { return {}; }
+  std::string describe() const override { return "three empty documents"; }
+};
+
+}  // namespace
+
+TEST_CASE("data: a rank whose every document is empty is a config error, not an endless loop",
+          "[data]") {
+  titan::DataLoader loader(std::make_shared<EmptyDocuments>(), 1, 4);
+  CHECK_THROWS_WITH(loader.next(),
+                    Catch::Contains("every document of rank 0 encodes to no tokens") &&
+                        Catch::Contains("three empty documents"));
+}

@@ -83,7 +83,7 @@ std::string step_lines(const std::string& dir) {
 }  // namespace
 
 TEST_CASE(
-    "tokenizer in training: documents are the tokenizer's ids with BOS and EOS; tokenize "
+    "tokenizer in training: documents are the tokenizer's ids with BOS and EOS, tokenize "
     "writes that stream, and training from it gives the same bits",
     "[tokenizer][data]") {
   const std::string dir = test::temp_dir("tokenize");
@@ -132,7 +132,7 @@ TEST_CASE(
 
 TEST_CASE(
     "tokenizer in training: a folder without a tokenizer, a vocabulary larger than the "
-    "flavor's and a non-text dataset are exit 2 before any output; torchtitan's absent "
+    "flavor's and a non-text dataset are exit 2 before any output, torchtitan's absent "
     "default folder keeps bytes with a note",
     "[tokenizer][data]") {
   const std::string dir = test::temp_dir("tokenize_refused");

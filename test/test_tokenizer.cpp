@@ -266,7 +266,7 @@ TEST_CASE("Invalid UTF-8 becomes U+FFFD per maximal subpart before tokenizing", 
   CHECK(tok->encode("x\xFFy") == ids({1, 6, 2}));
 }
 
-TEST_CASE("A Llama 3 rank file gets Meta's 256 special tokens; their text stays text",
+TEST_CASE("A Llama 3 rank file gets Meta's 256 special tokens, their text stays text",
           "[tokenizer]") {
   const std::string dir = temp_dir("tok_rank");
   std::filesystem::create_directory(dir + "/original");

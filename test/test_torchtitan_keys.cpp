@@ -89,7 +89,7 @@ TEST_CASE(
   CHECK_THAT(typo.output, Catch::Contains("did you mean --compile.enable?"));
 }
 
-TEST_CASE("torchtitan keys: the llama3 train configs load; 70B and 405B are refused by name",
+TEST_CASE("torchtitan keys: the llama3 train configs load, 70B and 405B are refused by name",
           "[config][torchtitan]") {
   for (const char* name : {"llama3_debug_model", "llama3_8b"}) {
     auto r = test::run_titan("--config " + data_file(std::string("torchtitan_") + name + ".toml") +

@@ -42,8 +42,18 @@ const std::vector<int32_t>& DataLoader::current_document() {
 std::vector<int32_t> DataLoader::next_window(std::vector<DocumentSpan>* sources) {
   std::vector<int32_t> window;
   window.reserve(seq_len_ + 1);
+  uint64_t empty_in_a_row = 0;
   while (window.size() < static_cast<size_t>(seq_len_ + 1)) {
     const auto& doc = current_document();
+    // A tokenizer that adds no BOS/EOS can turn a document into no tokens; a rank whose every
+    // document is empty would loop here forever.
+    empty_in_a_row = doc.empty() ? empty_in_a_row + 1 : 0;
+    if (rank_documents() != 0 && empty_in_a_row > rank_documents()) {
+      throw ConfigError("training.dataset_path",
+                        fmt::format("every document of rank {} encodes to no tokens ({})", rank_,
+                                    source_->describe()),
+                        "check the dataset's text and the tokenizer (model.hf_assets_path)");
+    }
     size_t take = std::min(doc.size() - state_.offset, seq_len_ + 1 - window.size());
     if (sources) sources->push_back({cached_index_, state_.offset, take});
     window.insert(window.end(), doc.begin() + state_.offset, doc.begin() + state_.offset + take);

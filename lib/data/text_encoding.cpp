@@ -46,11 +46,21 @@ bool path_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string fingerprint_of(const Tokenizer& tokenizer) {
+std::string file_hash(const std::string& path) {
+  const std::string bytes = read_file(path, kMaxTokenizerFileBytes);
+  return fmt::format("{:016x}", hash_bytes(bytes.data(), bytes.size()));
+}
+
+// The tokenizer file, and tokenizer_config.json when there is one (it sets BOS/EOS and adds
+// tokens), each with a hash of its bytes.
+std::string fingerprint_of(const Tokenizer& tokenizer, const std::string& folder) {
   const std::string& file = tokenizer.info().file;
-  const std::string bytes = read_file(file, kMaxTokenizerFileBytes);
-  return fmt::format("{} {:016x} vocab {}", file, hash_bytes(bytes.data(), bytes.size()),
-                     tokenizer.vocab_size());
+  std::string line = fmt::format("{} {}", file, file_hash(file));
+  const std::string config = folder + "/tokenizer_config.json";
+  struct stat st {};
+  if (::stat(config.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    line += fmt::format(" tokenizer_config.json {}", file_hash(config));
+  return line + fmt::format(" vocab {}", tokenizer.vocab_size());
 }
 
 }  // namespace
@@ -85,7 +95,7 @@ TextEncoding text_encoding_for(const Config& config, int64_t model_vocab_size) {
         "405B), or the tokenizer of this flavor");
   }
   out.encoder = tokenizer_encoder(out.tokenizer, model_vocab_size);
-  out.fingerprint = fingerprint_of(*out.tokenizer);
+  out.fingerprint = fingerprint_of(*out.tokenizer, path);
   return out;
 }
 

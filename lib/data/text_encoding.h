@@ -16,7 +16,8 @@ namespace titan {
 struct TextEncoding {
   std::shared_ptr<const TextEncoder> encoder;  // byte_encoder() without a tokenizer
   std::shared_ptr<const Tokenizer> tokenizer;  // null without one
-  // fingerprint.log's "tokenizer" line: the file read and a hash of its bytes; empty bytewise
+  // fingerprint.log's "tokenizer" line: the file read and tokenizer_config.json, each with a hash
+  // of its bytes, and the vocabulary size; empty bytewise
   // (so that a bytewise run's header is what it was before tokenizers).
   std::string fingerprint;
   std::vector<std::string> notes;  // for the start-up log
