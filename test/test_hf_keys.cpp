@@ -19,14 +19,8 @@ namespace {
 
 std::string hf_tiny() { return test::source_dir() + "/test/data/hf_tiny"; }
 
-// The fingerprint's step lines (the header names the run's folder and differs between runs).
 std::string step_lines(const std::string& dir) {
-  std::istringstream in(test::read_text(dir + "/fingerprint.log"));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.rfind("step ", 0) == 0) out += line + "\n";
-  }
-  return out;
+  return test::fingerprint_step_lines(dir + "/fingerprint.log");
 }
 
 std::string checkpointed(const std::string& extra) {

@@ -72,12 +72,7 @@ std::vector<uint32_t> read_uint32(const std::string& path) {
 }
 
 std::string step_lines(const std::string& dir) {
-  std::istringstream in(test::read_text(dir + "/fingerprint.log"));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.rfind("step ", 0) == 0) out += line + "\n";
-  }
-  return out;
+  return test::fingerprint_step_lines(dir + "/fingerprint.log");
 }
 
 }  // namespace

@@ -24,14 +24,7 @@ std::string tiny(const std::string& dir, int steps, const std::string& extra = "
   return test::tiny_run(dir, steps, "--training.seq_len 32 " + extra);
 }
 
-std::string step_lines(const std::string& path) {
-  std::string out;
-  std::istringstream in(test::read_text(path));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0) out += line + "\n";
-  }
-  return out;
-}
+std::string step_lines(const std::string& path) { return test::fingerprint_step_lines(path); }
 
 bool valid_json(const std::string& text) {
   try {

@@ -18,6 +18,15 @@ namespace titan::test {
 
 RunResult run_titan(const std::string& args) { return run_titan_env("", args); }
 
+std::string fingerprint_step_lines(const std::string& path) {
+  std::istringstream in(read_text(path));
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) == 0) out += line + "\n";
+  }
+  return out;
+}
+
 RunResult run_titan_env(const std::string& env, const std::string& args) {
   return run_shell(env + (env.empty() ? "" : " ") + binary() + " " + args + " 2>&1");
 }

@@ -29,6 +29,10 @@ RunResult run_titan_bounded(const std::string& args, const std::string& env = ""
 // Runs `command` with /bin/sh and waits; output is its stdout (redirect stderr yourself).
 RunResult run_shell(const std::string& command);
 
+// The lines of the fingerprint.log at `path` that start with "step " (the header, which names the
+// run's folder and config, left out), each with its newline.
+std::string fingerprint_step_lines(const std::string& path);
+
 // The path of the titan-train binary under test.
 std::string binary();
 
