@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <new>
 #include <optional>
 #include <ostream>
 
@@ -94,6 +95,8 @@ int run_compare(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "titan-train compare: " << e.what() << "\n";
     if (!e.hint().empty()) err << "  hint: " << e.hint() << "\n";
     return kExitConfigError;
+  } catch (const std::bad_alloc&) {
+    throw;  // main reports it as out of memory (exit 1): not bad input
   } catch (const std::exception& e) {
     // A file that vanished or could not be read mid-way is still bad input, not a crash.
     out.flush();

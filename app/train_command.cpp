@@ -10,6 +10,7 @@
 
 #include "config/loader.h"
 #include "train/run.h"
+#include "train/run_context.h"
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/stop_signal.h"
@@ -28,6 +29,7 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
                          kCudaCompiledIn ? "yes" : "no");
       return kExitOk;
     case CliAction::kPrintConfig:
+      check_config_for_run(request.config);  // the same refusals as a run, before any output
       out << to_toml(request.config);
       return kExitOk;
     case CliAction::kTrain:

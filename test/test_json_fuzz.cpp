@@ -10,6 +10,7 @@
 #include "catch_torch.h"
 #include "data/sources.h"
 #include "util/strings.h"
+#include "util/utf8.h"
 
 using namespace titan;
 
@@ -64,7 +65,7 @@ void random_string(Rng& rng, std::string& json, std::string& decoded) {
         cp = 0x10000 + static_cast<uint32_t>(pick(rng, 0x100000));
         break;  // astral
     }
-    append_utf8(decoded, cp);
+    append_utf8(cp, decoded);
     if (cp == '"' || cp == '\\') {
       json += '\\';
       json += static_cast<char>(cp);
@@ -76,7 +77,7 @@ void random_string(Rng& rng, std::string& json, std::string& decoded) {
         json += fmt::format("\\u{:04x}", cp);
       }
     } else {
-      append_utf8(json, cp);
+      append_utf8(cp, json);
     }
   }
   json += '"';

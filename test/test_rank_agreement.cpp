@@ -58,14 +58,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "rank agreement: a config that differs in a hashed key or training.steps is named, "
-    "other keys are not",
+    "rank agreement: a config that differs in a key that decides collectives or files is "
+    "named, the threads and console keys are not",
     "[distributed]") {
   Config mine;
   Config theirs;
   theirs.optimizer.lr = 0.5;
   theirs.training.steps = mine.training.steps + 1;
-  theirs.metrics.log_freq = mine.metrics.log_freq + 1;  // not in the hash: may differ
+  theirs.metrics.log_freq = mine.metrics.log_freq + 1;  // outside the hash, but decides collectives
+  theirs.metrics.enable_tensorboard = true;
+  theirs.job.dump_folder = "elsewhere";
   ScriptedGroup differ("0x0 0\n" + to_toml(theirs));
   try {
     check_ranks_agree(mine, differ);
@@ -73,10 +75,16 @@ TEST_CASE(
   } catch (const ConfigError& e) {
     const std::string what = e.what();
     CHECK_THAT(what, Catch::Contains("rank 1: ") && Catch::Contains("optimizer.lr 0.0008 -> 0.5") &&
-                         Catch::Contains("training.steps ") && !Catch::Contains("log_freq"));
+                         Catch::Contains("training.steps ") &&
+                         Catch::Contains("metrics.log_freq") &&
+                         Catch::Contains("metrics.enable_tensorboard false -> true") &&
+                         Catch::Contains("job.dump_folder"));
   }
-  Config logging_only;
-  logging_only.metrics.log_freq = mine.metrics.log_freq + 1;
-  ScriptedGroup fine("0x0 0\n" + to_toml(logging_only));
+  Config local_only;
+  local_only.training.cpu_threads = mine.training.cpu_threads + 1;
+  local_only.metrics.disable_color_printing = !mine.metrics.disable_color_printing;
+  local_only.job.print_config = !mine.job.print_config;
+  local_only.model.print_after_conversion = !mine.model.print_after_conversion;
+  ScriptedGroup fine("0x0 0\n" + to_toml(local_only));
   CHECK_NOTHROW(check_ranks_agree(mine, fine));
 }

@@ -67,9 +67,20 @@ TEST_CASE("tfevents: records read back whole, and a tail cut short or corrupted 
   EventRecords cut = read_event_records(first + second + third.substr(0, third.size() - 1));
   CHECK(cut.records.size() == 2);
   CHECK_FALSE(cut.complete);
+  CHECK(cut.end == first.size() + second.size());
   std::string corrupted = first + second + third;
-  corrupted[first.size() + 14] ^= 1;  // a byte of the second record's data
-  CHECK(read_event_records(corrupted).records.size() == 1);
+  corrupted[first.size() + 14] ^= 1;  // a byte of the second record's data: its frame holds
+  const EventRecords skipped = read_event_records(corrupted);
+  REQUIRE(skipped.records.size() == 2);
+  CHECK(skipped.records[1].framed == third);
+  CHECK(skipped.damaged == std::vector<size_t>{first.size()});
+  CHECK(skipped.complete);
+  std::string bad_length = first + second + third;
+  bad_length[first.size() + 2] ^= 1;  // the second record's length: nothing after it is framed
+  const EventRecords stopped = read_event_records(bad_length);
+  CHECK(stopped.records.size() == 1);
+  CHECK(stopped.end == first.size());
+  CHECK_FALSE(stopped.complete);
 }
 
 TEST_CASE("layer norms: parameters group into the embedding, each block, norm and output",

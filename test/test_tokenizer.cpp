@@ -12,10 +12,10 @@
 
 #include "catch_torch.h"
 #include "data/tokenizer_loader.h"
-#include "data/utf8.h"
 #include "test_util.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 using namespace titan;
 using titan::test::temp_dir;

@@ -15,6 +15,7 @@
 #include "config/schema.h"
 #include "util/error.h"
 #include "util/strings.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {
@@ -106,6 +107,12 @@ void apply_override(Config& config, const std::string& name, const std::string& 
   auto fields = config_fields(config);
   const FieldSpec* spec = find_field(fields, name);
   if (!spec) unknown_flag("--" + name, fields);
+  if (!is_valid_utf8(value)) {
+    // config.toml and fingerprint.log record every value as TOML text, which is UTF-8.
+    throw ConfigError("command line: --" + name, "the value is not valid UTF-8",
+                      "give names and descriptions in UTF-8 (for a folder, rename it: titan-train "
+                      "records every value in config.toml, which TOML requires to be UTF-8)");
+  }
   set_field_from_text(*spec, value, "command line: --" + name);
 }
 

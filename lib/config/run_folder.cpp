@@ -84,8 +84,12 @@ FolderLink RunFolder::link_policy(RunSubfolder folder) const {
 
 std::string RunFolder::make(RunSubfolder folder) const {
   const std::string path = subfolder(folder);
-  make_output_folder(path, link_policy(folder));
-  return path;
+  if (link_policy(folder) == FolderLink::kFollow) {
+    make_output_folder(path, FolderLink::kFollow);
+    return path;
+  }
+  // Inside the dump folder every component is titan-train's: none may be a link.
+  return make_output_folder_below(path_, path.substr(path_.size() + 1));
 }
 
 std::string RunFolder::report(RunSubfolder folder, const std::string& name, int64_t rank) const {

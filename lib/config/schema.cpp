@@ -182,7 +182,9 @@ std::vector<ConfigKeyDifference> config_differences(Config a, Config b) {
   for (size_t i = 0; i < fa.size(); ++i) {
     auto va = fa[i].has_value() ? fa[i].value_as_toml() : "unset";
     auto vb = fb[i].has_value() ? fb[i].value_as_toml() : "unset";
-    if (va != vb) out.push_back({fa[i].name(), va, vb, !fa[i].excluded_from_hash});
+    if (va == vb) continue;
+    const bool must_agree = !fa[i].may_differ_between_ranks && fa[i].kind != KeyKind::kNoEffect;
+    out.push_back({fa[i].name(), va, vb, !fa[i].excluded_from_hash, must_agree});
   }
   return out;
 }

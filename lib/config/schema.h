@@ -58,6 +58,10 @@ struct FieldSpec {
   // Keys added after runs were fingerprinted enter the hash only at a non-default value, so that
   // a run that leaves them alone keeps its config_hash.
   bool hashed_when_changed = false;
+  // True for keys each process may set for itself (threads, timeouts, how the console looks):
+  // they change neither a rank's collectives nor the files it writes. Every other key must agree
+  // between the ranks of a run (lib/train/rank_agreement.h).
+  bool may_differ_between_ranks = false;
   KeyKind kind = KeyKind::kWorks;
   std::string note;  // kNoEffect: why; kRefused: what to use instead
   // The Config's toml_locations entry for this key: set by the TOML reader, cleared when a flag
@@ -83,6 +87,9 @@ std::vector<FieldSpec> config_fields(Config& config);
 struct ConfigKeyDifference {
   std::string key, a, b;  // TOML text; "unset" for an unset optional
   bool hashed = true;     // part of the config hash (false: outputs, logging, threads, ...)
+  // Must be equal on every rank: neither FieldSpec::may_differ_between_ranks nor a key without
+  // effect.
+  bool must_agree_between_ranks = true;
 };
 
 // The keys whose values differ between `a` and `b`, in section order.

@@ -39,6 +39,12 @@ inline FieldSpec not_hashed(FieldSpec spec) {
   return spec;
 }
 
+// A key each rank may set for itself (FieldSpec::may_differ_between_ranks).
+inline FieldSpec rank_local(FieldSpec spec) {
+  spec.may_differ_between_ranks = true;
+  return spec;
+}
+
 inline FieldSpec hashed_when_changed(FieldSpec spec) {
   spec.hashed_when_changed = true;
   return spec;

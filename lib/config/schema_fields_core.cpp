@@ -19,8 +19,8 @@ void add_job(Config& c, std::vector<FieldSpec>& out) {
                                 "The TOML file read; it is named on the command line (--config or "
                                 "--job.config_file)"),
                           "the config file is named on the command line, not inside a file"));
-  out.push_back(not_hashed(
-      field("job", "print_config", &j.print_config, "Log the resolved config (as JSON) at start")));
+  out.push_back(rank_local(not_hashed(field("job", "print_config", &j.print_config,
+                                            "Log the resolved config (as JSON) at start"))));
   out.push_back(not_hashed(field("job", "save_config_file", &j.save_config_file,
                                  "Save the resolved config as JSON under this name in "
                                  "job.dump_folder (rank 0); empty: none")));
@@ -47,9 +47,10 @@ void add_model(Config& c, std::vector<FieldSpec>& out) {
   out.push_back(refused(field("model", "converters", &m.converters,
                               "Model converters applied after building (float8, mx)"),
                         "titan-train trains in float32 or bf16 autocast: leave it empty"));
-  out.push_back(not_hashed(field("model", "print_after_conversion", &m.print_after_conversion,
-                                 "Log the model's modules and parameter shapes at start (no "
-                                 "converter changes them here)")));
+  out.push_back(
+      rank_local(not_hashed(field("model", "print_after_conversion", &m.print_after_conversion,
+                                  "Log the model's modules and parameter shapes at start "
+                                  "(no converter changes them here)"))));
 }
 
 void add_dataloader(const char* section, DataloaderConfig& d, std::vector<FieldSpec>& out) {
@@ -100,10 +101,10 @@ void add_training(Config& c, std::vector<FieldSpec>& out) {
   out.push_back(enum_field("training", "mixed_precision_param", &t.mixed_precision_param,
                            "Autocast dtype: bfloat16 or float32 (parameters stay float32); auto "
                            "is bfloat16 on CUDA and float32 on CPU"));
-  out.push_back(not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
-                                          "Intra-op CPU threads (also used for OpenBLAS); 0 "
-                                          "means all cores"),
-                                    0, static_cast<double>(limits::kMaxCpuThreads))));
+  out.push_back(rank_local(not_hashed(at_least(field("training", "cpu_threads", &t.cpu_threads,
+                                                     "Intra-op CPU threads (also used for "
+                                                     "OpenBLAS); 0 means all cores"),
+                                               0, static_cast<double>(limits::kMaxCpuThreads)))));
   out.push_back(refused(field("training", "enable_cpu_offload", &t.enable_cpu_offload,
                               "Keep parameters, gradients and optimizer state in host memory "
                               "(FSDP's CPU offload)"),
@@ -179,11 +180,13 @@ void add_metrics(Config& c, std::vector<FieldSpec>& out) {
                                  "rank 0 only")));
   out.push_back(not_hashed(at_least(field("metrics", "histogram_freq", &m.histogram_freq,
                                           "TensorBoard histograms of each block's weights and "
-                                          "gradients every histogram_freq steps; 0: none"),
+                                          "gradients every histogram_freq steps (inf and NaN "
+                                          "left out, counted as <tag>_non_finite); 0: none"),
                                     0, kMaxSteps)));
-  out.push_back(not_hashed(field("metrics", "disable_color_printing", &m.disable_color_printing,
-                                 "Plain console lines; otherwise torchtitan's colours when the "
-                                 "console is a terminal")));
+  out.push_back(
+      rank_local(not_hashed(field("metrics", "disable_color_printing", &m.disable_color_printing,
+                                  "Plain console lines; otherwise torchtitan's colours "
+                                  "when the console is a terminal"))));
   out.push_back(
       refused(field("metrics", "enable_wandb", &m.enable_wandb, "Log metrics to Weights & Biases"),
               "titan-train reaches no network service: use metrics.enable_tensorboard "

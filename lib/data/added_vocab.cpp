@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "data/unicode.h"
-#include "data/utf8.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

@@ -6,8 +6,8 @@
 #include <queue>
 #include <unordered_map>
 
-#include "data/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

@@ -5,8 +5,8 @@
 #include <unordered_map>
 
 #include "data/bpe.h"
-#include "data/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace titan {
 

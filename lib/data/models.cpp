@@ -4,8 +4,8 @@
 #include "data/bpe.h"
 #include "data/components.h"
 #include "data/string_map.h"
-#include "data/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

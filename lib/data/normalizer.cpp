@@ -7,8 +7,8 @@
 #include "data/json_spec.h"
 #include "data/regex.h"
 #include "data/unicode.h"
-#include "data/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

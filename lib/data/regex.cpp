@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "data/unicode.h"
-#include "data/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "data/bpe.h"
 #include "data/regex.h"
-#include "data/utf8.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace titan {
 

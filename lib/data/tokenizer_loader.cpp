@@ -16,9 +16,9 @@
 #include "data/tiktoken_file.h"
 #include "data/tokenizer_json.h"
 #include "data/unicode.h"
-#include "data/utf8.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace fs = std::filesystem;

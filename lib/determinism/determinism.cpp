@@ -19,6 +19,7 @@
 #include "config/limits.h"
 #include "util/blas_threads.h"
 #include "util/error.h"
+#include "util/memory_limit.h"
 
 namespace titan {
 namespace {
@@ -169,6 +170,7 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
 
   check_cpu_threads(config);
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
+  check_thread_headroom(r.cpu_threads);
   at::set_num_threads(static_cast<int>(r.cpu_threads));
   r.blas_threads_set = set_blas_threads(static_cast<int>(r.cpu_threads));
   r.blas_kernels = openblas_kernels();

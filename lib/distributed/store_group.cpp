@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "distributed/loopback_listener.h"
+#include "util/stop_signal.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -20,11 +21,24 @@ namespace {
 
 constexpr milliseconds kHeartbeatPeriod{500};
 constexpr milliseconds kHeartbeatWatch{2000};  // a rank silent this long is gone
+// A client connects in attempts this long, so that SIGTERM and SIGINT stop the rendezvous within
+// about a second (libtorch 1.13 rounds a connect timeout down to whole seconds: no shorter).
+constexpr milliseconds kConnectSlice{1000};
 
 std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string from_bytes(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 std::string heartbeat_key(int64_t rank) { return fmt::format("heartbeat/{}", rank); }
+
+// "3, 5, 9", or the first 16 and how many in all: a message stays a line.
+std::string some_ranks(const std::vector<int64_t>& ranks) {
+  constexpr size_t kShown = 16;
+  if (ranks.size() <= kShown) return join_integers(ranks, ", ");
+  return fmt::format(
+      "{}, ... ({} in all)",
+      join_integers(std::vector<int64_t>(ranks.begin(), ranks.begin() + kShown), ", "),
+      ranks.size());
+}
 
 // A library's message for ours: its first line, without the "[./gloo/transport/tcp/pair.cc:589] "
 // source locations gloo and c10d put in front (they say nothing to a user).
@@ -128,7 +142,10 @@ StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
     throw;
   } catch (const RuntimeFailure&) {
     throw;
+  } catch (const StoppedBySignal&) {
+    throw;
   } catch (const std::exception& e) {
+    stop_if_signalled();
     throw RuntimeFailure(fmt::format("rank {} of {}: rank 0 is gone: its rendezvous store at {} "
                                      "stopped answering during the rendezvous ({})",
                                      world_.rank, world_.world_size, where(), first_line(e.what())),
@@ -196,20 +213,62 @@ std::string StoreGroup::where() const {
 }
 
 c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
-  try {
-    return connect_store(world_, world_.rank == 0, timeout_);
-  } catch (const std::exception& e) {
-    if (world_.rank == 0) {
+  if (world_.rank == 0) {
+    try {
+      return connect_store(world_, true, timeout_);
+    } catch (const std::exception& e) {
+      refuse_if_rank0_already_serves();
       throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
                                        world_.master_port, first_line(e.what())),
                            "another run may be using the port: set MASTER_PORT to a free one");
     }
-    throw RuntimeFailure(
-        fmt::format("rank {} of {}: rank 0 did not arrive: its rendezvous store at {} did not "
-                    "answer within comm.init_timeout_seconds = {} s ({})",
-                    world_.rank, world_.world_size, where(), timeout_.count() / 1000,
-                    first_line(e.what())),
-        "start rank 0 too, with the same MASTER_ADDR and MASTER_PORT");
+  }
+  // Connects in slices: a client's connect retries inside libtorch until its timeout, deaf to
+  // signals.
+  const auto deadline = Clock::now() + timeout_;
+  for (;;) {
+    try {
+      auto store = connect_store(world_, false, kConnectSlice);
+      store->setTimeout(timeout_);
+      return store;
+    } catch (const std::exception& e) {
+      stop_if_signalled();
+      if (Clock::now() < deadline) continue;
+      throw RuntimeFailure(
+          fmt::format("rank {} of {}: rank 0 did not arrive: its rendezvous store at {} did not "
+                      "answer within comm.init_timeout_seconds = {} s ({})",
+                      world_.rank, world_.world_size, where(), timeout_.count() / 1000,
+                      first_line(e.what())),
+          "start rank 0 too, with the same MASTER_ADDR and MASTER_PORT");
+    }
+  }
+}
+
+void StoreGroup::refuse_if_rank0_already_serves() {
+  bool claimed = false;
+  try {
+    auto other = connect_store(world_, false, std::chrono::seconds(2));
+    claimed = other->check({"claimed/0"});
+    if (claimed) other->add("claimed/0", 1);  // tells the other rank 0 too
+  } catch (const std::exception&) {
+    return;  // not a rendezvous store: something else holds the port
+  }
+  if (claimed) throw duplicate_rank();
+}
+
+ConfigError StoreGroup::duplicate_rank() const {
+  return ConfigError(
+      "environment",
+      fmt::format("another process at the rendezvous ({}) is rank {} too", where(), world_.rank),
+      "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or SLURM_NTASKS), "
+      "and each with its own RANK");
+}
+
+void StoreGroup::stop_if_signalled() const {
+  if (const int signal = pending_stop_signal()) {
+    throw StoppedBySignal(
+        signal, fmt::format("rank {} of {}: stopped by {} during the rendezvous", world_.rank,
+                            world_.world_size, stop_signal_name(signal)));
   }
 }
 
@@ -217,11 +276,10 @@ void StoreGroup::wait_for_all_ranks() {
   const std::string hint =
       "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or SLURM_NTASKS), "
       "and each with its own RANK";
-  if (store_->add(fmt::format("claimed/{}", world_.rank), 1) > 1) {
-    throw ConfigError(
-        "environment",
-        fmt::format("another process at the rendezvous ({}) is rank {} too", where(), world_.rank),
-        hint);
+  const std::string claim = fmt::format("claimed/{}", world_.rank);
+  if (store_->add(claim, 1) > 1) {
+    store_->add(claim, 1);  // the first claimant sees the count grow and stops too
+    throw duplicate_rank();
   }
   // Each rank says which world it believes in, so that a WORLD_SIZE that differs between ranks
   // is named as such instead of as ranks that never arrive.
@@ -229,11 +287,15 @@ void StoreGroup::wait_for_all_ranks() {
   store_->set(fmt::format("arrived/{}", world_.rank), to_bytes(mine));
   const auto deadline = Clock::now() + timeout_;
   for (;;) {
+    stop_if_signalled();
+    if (store_->add(claim, 0) > 1) throw duplicate_rank();
     std::vector<int64_t> missing;
     for (int64_t r = 0; r < world_.world_size; ++r) {
+      if (r % 1024 == 1023) stop_if_signalled();
       const std::string key = fmt::format("arrived/{}", r);
       if (!store_->check({key})) {
         missing.push_back(r);
+        if (Clock::now() <= deadline) break;  // the whole list only for the message
         continue;
       }
       const std::string theirs = from_bytes(store_->get(key));
@@ -245,6 +307,7 @@ void StoreGroup::wait_for_all_ranks() {
         while (world_.rank == 0 && Clock::now() < linger_end &&
                !store_->check({fmt::format("mismatch_seen/{}", r)})) {
           std::this_thread::sleep_for(milliseconds(20));
+          stop_if_signalled();
         }
         throw ConfigError("environment",
                           fmt::format("rank {} was started as one of {} (world size, launcher), "
@@ -259,7 +322,7 @@ void StoreGroup::wait_for_all_ranks() {
           fmt::format("rank {} of {}: {} {} did not arrive at the rendezvous ({}) within "
                       "comm.init_timeout_seconds = {} s",
                       world_.rank, world_.world_size, missing.size() == 1 ? "rank" : "ranks",
-                      join_integers(missing, ", "), where(), timeout_.count() / 1000),
+                      some_ranks(missing), where(), timeout_.count() / 1000),
           hint);
     }
     std::this_thread::sleep_for(milliseconds(50));

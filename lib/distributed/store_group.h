@@ -30,7 +30,9 @@ class StoreGroup : public ProcessGroup {
  public:
   // Serves (rank 0) or connects to the store at world.master_addr:master_port, waits until every
   // rank arrived, and starts the heartbeat. Throws RuntimeFailure naming the ranks that did not
-  // arrive within comm.init_timeout_seconds, or rank 0 when its store cannot be reached.
+  // arrive within comm.init_timeout_seconds, or rank 0 when its store cannot be reached;
+  // ConfigError when two processes claim one rank (both stop) or the ranks disagree on the world;
+  // StoppedBySignal when SIGTERM or SIGINT arrives while it waits (checked about once a second).
   StoreGroup(const WorldInfo& world, const CommConfig& comm);
   ~StoreGroup() override;
 
@@ -73,6 +75,12 @@ class StoreGroup : public ProcessGroup {
   RuntimeFailure collective_failure(const std::string& what, const std::exception& e);
   std::string where() const;
   c10::intrusive_ptr<c10d::TCPStore> open_store();
+  // Rank 0 that cannot bind the port: throws duplicate_rank() when a rendezvous store with a rank
+  // 0 already serves there, else returns.
+  void refuse_if_rank0_already_serves();
+  ConfigError duplicate_rank() const;
+  // Throws StoppedBySignal "stopped by SIGTERM during the rendezvous" once one arrived.
+  void stop_if_signalled() const;
   void wait_for_all_ranks();
   std::vector<int64_t> read_heartbeats();
   std::string diagnose();

@@ -1,6 +1,7 @@
 #include "distributed/world.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +132,13 @@ void check_world(const WorldInfo& w) {
       }
     }
   }
+  if (w.world_size > kMaxWorldSize) {
+    throw ConfigError("environment",
+                      fmt::format("a world of {} processes is more than titan-train's rendezvous "
+                                  "holds ({} at most)",
+                                  w.world_size, kMaxWorldSize),
+                      hint);
+  }
   if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
     throw ConfigError("environment",
                       fmt::format("rank {} is outside a world of size {}", w.rank, w.world_size),
@@ -151,6 +159,26 @@ void check_world(const WorldInfo& w) {
   }
 }
 
+// Rank 0's store keeps two connections per rank (its requests, its heartbeat) and Gloo one per
+// peer: a world needs about three descriptors a rank on rank 0. Raises the soft limit to what
+// the world needs when the hard limit allows it; refuses a world it cannot hold.
+void check_descriptor_limit(const WorldInfo& w) {
+  if (w.world_size == 1) return;
+  const rlim_t needed = static_cast<rlim_t>(w.world_size) * (w.rank == 0 ? 3 : 1) + 256;
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    throw ConfigError("environment",
+                      fmt::format("a world of {} processes needs about {} open files on rank {}, "
+                                  "and this process may open {} (ulimit -Hn)",
+                                  w.world_size, needed, w.rank, limit.rlim_max),
+                      "raise the hard limit on open files (ulimit -n, or LimitNOFILE in the "
+                      "launcher's service), or start fewer processes");
+  }
+  limit.rlim_cur = needed;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
 WorldInfo world_from_environment() {
@@ -167,6 +195,7 @@ WorldInfo world_from_environment() {
   read_master(w);
   if (const char* log_rank = env("LOG_RANK")) w.log_ranks = parse_log_ranks(log_rank);
   check_world(w);
+  check_descriptor_limit(w);
   return w;
 }
 

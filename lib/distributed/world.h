@@ -10,6 +10,10 @@ namespace titan {
 // The port rank 0's rendezvous store listens on when MASTER_PORT is unset (torchrun's default).
 constexpr int kDefaultMasterPort = 29500;
 
+// The most processes a run may have: c10d's store and Gloo keep a connection per rank, and
+// torchrun and Slurm jobs stay far below this.
+constexpr int64_t kMaxWorldSize = 1 << 20;
+
 struct WorldInfo {
   int64_t rank = 0;
   int64_t world_size = 1;
@@ -28,7 +32,9 @@ struct WorldInfo {
 // host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) as the master address (MASTER_ADDR and
 // MASTER_PORT still win when set), else a single process. LOG_RANK is a comma-separated list of
 // ranks (default 0). Throws ConfigError naming the variable for values that do not parse, a rank
-// outside [0, world_size), or a multi-process world without a master address.
+// outside [0, world_size), a world larger than kMaxWorldSize or than the open-file limit can hold
+// (the soft limit is raised to what the world needs where the hard limit allows), or a
+// multi-process world without a master address.
 WorldInfo world_from_environment();
 
 // The first host name of a Slurm node list, as `scontrol show hostnames` would print it first:

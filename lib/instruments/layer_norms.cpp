@@ -29,12 +29,22 @@ std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
   return grads;
 }
 
-SummaryValue histogram_value(const std::string& tag, const std::vector<at::Tensor>& values) {
+// The histogram of `values` under `tag`, and when some were inf or NaN (a diverged step), their
+// count under tag + "_non_finite": TensorBoard's buckets hold finite values only.
+void add_histogram(std::vector<SummaryValue>& out, const std::string& tag,
+                   const std::vector<at::Tensor>& values) {
   SummaryValue v;
   v.tag = tag;
   v.is_histogram = true;
   v.histogram = make_histogram(values);
-  return v;
+  const double non_finite = v.histogram.non_finite;
+  out.push_back(std::move(v));
+  if (non_finite > 0) {
+    SummaryValue count;
+    count.tag = tag + "_non_finite";
+    count.scalar = static_cast<float>(non_finite);
+    out.push_back(std::move(count));
+  }
 }
 
 }  // namespace
@@ -51,9 +61,11 @@ std::string part_of(const std::string& name) {
 Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets) {
   std::vector<at::Tensor> flat;
   for (const auto& t : values) flat.push_back(t.detach().reshape(-1).to(at::kDouble).cpu());
-  const at::Tensor all = flat.empty() ? at::zeros({0}, at::kDouble) : at::cat(flat);
+  const at::Tensor every = flat.empty() ? at::zeros({0}, at::kDouble) : at::cat(flat);
+  const at::Tensor all = every.masked_select(at::isfinite(every));
   Histogram h;
   h.num = static_cast<double>(all.numel());
+  h.non_finite = static_cast<double>(every.numel() - all.numel());
   if (all.numel() == 0) return h;
   h.min = all.min().item<double>();
   h.max = all.max().item<double>();
@@ -115,8 +127,7 @@ void LayerNorms::gradients_ready(const StepRequest&) {
   for (Part& part : parts_) {
     const std::vector<at::Tensor> grads = gradients(part.params);
     part.grad_norm = l2_norm(grads);
-    if (with_histograms_)
-      histograms_.push_back(histogram_value("layers/" + part.name + "/grads", grads));
+    if (with_histograms_) add_histogram(histograms_, "layers/" + part.name + "/grads", grads);
   }
 }
 
@@ -138,7 +149,7 @@ void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
     outcome.layers.push_back(n);
     part.before.clear();
     if (with_histograms_)
-      histograms_.push_back(histogram_value("layers/" + part.name + "/weights", part.params));
+      add_histogram(histograms_, "layers/" + part.name + "/weights", part.params);
   }
   outcome.histograms = std::move(histograms_);
   histograms_.clear();

@@ -63,8 +63,9 @@ class LayerNorms : public Instrument {
   CostMeter cost_;  // measured steps and their time
 };
 
-// A histogram of `values` (any dtype, flattened, in float64) in `buckets` equal-width buckets
-// from its min to its max, as TensorBoard's HistogramProto holds it.
+// A histogram of the finite ones of `values` (any dtype, flattened, in float64) in `buckets`
+// equal-width buckets from their min to their max, as TensorBoard's HistogramProto holds it;
+// inf and NaN are left out and counted in `non_finite`.
 Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets = 30);
 
 // The part a parameter named `name` belongs to: "layers.3.feed_forward.w1.weight" -> "3",

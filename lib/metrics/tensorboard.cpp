@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 
 namespace titan {
@@ -56,8 +57,10 @@ int64_t name_time(const std::string& name) {
 }
 
 // Keeps an old event file's records of steps up to `last_step`; removes the file when no
-// summary record is left. Returns the unix time its name carries.
-int64_t trim_event_file(const std::string& path, int64_t last_step) {
+// summary record is left and nothing in it was damaged. A damaged record is left out and named in
+// `warnings`, with what could not be framed after it. Returns the unix time its name carries.
+int64_t trim_event_file(const std::string& path, int64_t last_step,
+                        std::vector<std::string>& warnings) {
   check_output_target(path);
   std::string contents;
   try {
@@ -66,6 +69,17 @@ int64_t trim_event_file(const std::string& path, int64_t last_step) {
     throw RuntimeFailure("cannot read " + path + ": " + e.code().message());
   }
   const EventRecords old = read_event_records(contents);
+  for (const size_t offset : old.damaged) {
+    warnings.push_back(fmt::format(
+        "{}: the record at byte {} fails its CRC: left out, the records around it are kept", path,
+        offset));
+  }
+  if (!old.complete) {
+    warnings.push_back(
+        fmt::format("{}: bytes {} to {} cannot be read as records (cut short or "
+                    "damaged): left out, the records before them are kept",
+                    path, old.end, contents.size()));
+  }
   std::string kept;
   size_t summaries = 0;
   for (const EventRecord& r : old.records) {
@@ -73,7 +87,7 @@ int64_t trim_event_file(const std::string& path, int64_t last_step) {
     kept += r.framed;
     if (r.step > 0) ++summaries;
   }
-  if (summaries == 0) {
+  if (summaries == 0 && old.damaged.empty() && old.complete) {
     std::remove(path.c_str());
   } else if (kept.size() != contents.size()) {
     write_file_atomically(path, kept);
@@ -81,16 +95,50 @@ int64_t trim_event_file(const std::string& path, int64_t last_step) {
   return name_time(fs::path(path).filename().string());
 }
 
-std::string new_event_file(const std::string& folder, int64_t resume_step) {
+std::string new_event_file(const std::string& folder, int64_t resume_step,
+                           std::vector<std::string>& warnings) {
   int64_t newest = 0;
   for (const std::string& name : event_files(folder))
-    newest = std::max(newest, trim_event_file(folder + "/" + name, resume_step));
+    newest = std::max(newest, trim_event_file(folder + "/" + name, resume_step, warnings));
   const auto now = static_cast<int64_t>(wall_time());
   return fmt::format("{}/{}{:010}.{}", folder, kEventFilePrefix, std::max(now, newest + 1),
                      host_name());
 }
 
+// The real folders (not links) in `folder` whose names `wanted` accepts.
+std::vector<std::string> subfolders(const std::string& folder,
+                                    const std::function<bool(const std::string&)>& wanted) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (wanted(name) && it->is_directory(type_ec) && !it->is_symlink(type_ec))
+      out.push_back(folder + "/" + name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool is_rank_folder_name(const std::string& name) {
+  return name.rfind("rank_", 0) == 0 && name.size() > 5 &&
+         name.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
 }  // namespace
+
+std::vector<std::string> cut_tensorboard_history(const std::string& tb_root, int64_t resume_step) {
+  std::vector<std::string> warnings;
+  for (const std::string& run : subfolders(tb_root, is_minute_name)) {
+    std::vector<std::string> folders{run};
+    for (const std::string& rank : subfolders(run, is_rank_folder_name)) folders.push_back(rank);
+    for (const std::string& folder : folders) {
+      for (const std::string& name : event_files(folder))
+        trim_event_file(folder + "/" + name, resume_step, warnings);
+    }
+  }
+  return warnings;
+}
 
 std::string current_minute() {
   const std::time_t now = std::time(nullptr);
@@ -119,7 +167,8 @@ std::string choose_tensorboard_run_folder(const std::string& tb_root, int64_t re
 }
 
 TensorBoardWriter::TensorBoardWriter(const std::string& folder, int64_t resume_step)
-    : file_((make_output_folder(folder, FolderLink::kRefuse), new_event_file(folder, resume_step)),
+    : file_((make_output_folder(folder, FolderLink::kRefuse),
+             new_event_file(folder, resume_step, warnings_)),
             LineFile::Mode::kTruncate) {
   file_.append(frame_record(encode_file_version_event(wall_time())));
 }

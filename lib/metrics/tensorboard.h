@@ -21,6 +21,13 @@ bool rank_writes_tensorboard(const MetricsConfig& metrics, int64_t rank);
 std::string choose_tensorboard_run_folder(const std::string& tb_root, int64_t resume_step,
                                           const std::string& now_minute);
 
+// A run resumed after `resume_step`: every event file under `tb_root` (each <YYYYmmdd-HHMM>
+// folder and its rank_<N> folders, links not followed) keeps its records of steps up to
+// `resume_step` and loses the rest, whichever ranks wrote them and whether this run writes any:
+// TensorBoard then shows no step of the abandoned part of the run. Damaged records are left out;
+// the returned warnings name them. Throws RuntimeFailure when a file cannot be rewritten.
+std::vector<std::string> cut_tensorboard_history(const std::string& tb_root, int64_t resume_step);
+
 // The current local time as "YYYYmmdd-HHMM".
 std::string current_minute();
 
@@ -39,8 +46,11 @@ class TensorBoardWriter {
   void write(int64_t step, const std::vector<SummaryValue>& values);
 
   const std::string& path() const { return file_.path(); }
+  // Damaged records left out of the old event files (see cut_tensorboard_history).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
+  std::vector<std::string> warnings_;  // before file_: its initializer fills them
   LineFile file_;
 };
 

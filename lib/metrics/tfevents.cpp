@@ -195,14 +195,16 @@ EventRecords read_event_records(const std::string& contents) {
     if (read_u32(contents.data() + at + 8) != masked_crc32c(contents.data() + at, 8)) break;
     if (contents.size() - at - header < length + sizeof(uint32_t)) break;
     const std::string data = contents.substr(at + header, length);
+    const size_t total = header + length + sizeof(uint32_t);
     if (read_u32(contents.data() + at + header + length) !=
         masked_crc32c(data.data(), data.size())) {
-      break;
+      out.damaged.push_back(at);  // its frame holds: the records after it still can be read
+    } else {
+      out.records.push_back({event_step(data), contents.substr(at, total)});
     }
-    const size_t total = header + length + sizeof(uint32_t);
-    out.records.push_back({event_step(data), contents.substr(at, total)});
     at += total;
   }
+  out.end = at;
   out.complete = at == contents.size();
   return out;
 }

@@ -26,6 +26,7 @@ struct Histogram {
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
   std::vector<double> bucket_limit;
   std::vector<double> bucket;
+  double non_finite = 0;  // values left out (inf, NaN); not part of the proto
 };
 
 // A summary value: a scalar (simple_value, float32 as TensorBoard stores it) or a histogram.
@@ -43,15 +44,19 @@ std::string encode_summary_event(double wall_time, int64_t step,
                                  const std::vector<SummaryValue>& values);
 
 // The records of an event file's contents, in order, each one's Event step (0 when absent) and
-// its framed bytes. Stops at the first record cut short or failing its CRCs (a run killed
-// mid-write, a damaged tail): what follows it cannot be framed. `complete` says whether the
-// whole input was read.
+// its framed bytes. A record whose data fails its CRC (a flipped byte) is left out and its offset
+// listed in `damaged`; reading goes on after it, as its length is intact. Reading stops at a
+// record cut short or whose length fails its CRC (a run killed mid-write, a damaged tail): what
+// follows cannot be framed. `end` is the offset where it stopped; `complete` says whether that is
+// the end of the input.
 struct EventRecord {
   int64_t step = 0;
   std::string framed;
 };
 struct EventRecords {
   std::vector<EventRecord> records;
+  std::vector<size_t> damaged;
+  size_t end = 0;
   bool complete = true;
 };
 EventRecords read_event_records(const std::string& contents);

@@ -5,7 +5,6 @@
 
 #include <new>
 #include <optional>
-#include <regex>
 #include <string>
 
 #include "optim/optimizer.h"
@@ -19,25 +18,14 @@
 namespace titan {
 namespace {
 
-// The size an allocator's message says was asked for ("you tried to allocate 123 bytes",
-// CUDA's "Tried to allocate 2.00 GiB"), or "" when it says none.
-std::string size_asked(const std::string& message) {
-  static const std::regex bytes("allocate ([0-9]+) bytes"), cuda("allocate ([0-9.]+ [KMGT]?i?B)");
-  std::smatch m;
-  if (std::regex_search(message, m, bytes)) {
-    return fmt::format("{:.2f} GiB", std::stod(m[1].str()) / (1024.0 * 1024.0 * 1024.0));
-  }
-  if (std::regex_search(message, m, cuda)) return m[1].str();
-  return "";
-}
-
 // Runs one phase of step `step`; an allocation failure in it becomes a RuntimeFailure that says
 // where it happened.
 template <class Fn>
 auto in_phase(const char* phase, int64_t step, Fn fn) -> decltype(fn()) {
   auto fail = [&](const std::string& message) {
-    const std::string size = size_asked(message);
-    return RuntimeFailure(
+    std::string size;
+    is_allocation_failure(message, &size);
+    return OutOfMemory(
         fmt::format("out of memory at step {}, in the {}{}", step, phase,
                     size.empty() ? std::string() : " (an allocation of " + size + ")"),
         "lower training.local_batch_size or training.seq_len (global_batch_size keeps the "
@@ -49,10 +37,7 @@ auto in_phase(const char* phase, int64_t step, Fn fn) -> decltype(fn()) {
     throw fail("");
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
-    if (message.find("can't allocate memory") == std::string::npos &&
-        message.find("out of memory") == std::string::npos) {
-      throw;
-    }
+    if (!is_allocation_failure(message)) throw;
     throw fail(message);
   }
 }

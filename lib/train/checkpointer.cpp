@@ -26,10 +26,6 @@
 namespace titan {
 namespace {
 
-const char* signal_name(int signal) {
-  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-}
-
 std::string steps_list(const std::vector<int64_t>& steps) {
   if (steps.empty()) return "none";
   return join_integers(steps, ", ");
@@ -114,7 +110,7 @@ void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& 
         pending_stop_signal(),
         fmt::format("a second {} aborted the save of step-{}; the complete checkpoints are "
                     "untouched (latest: {})",
-                    signal_name(pending_stop_signal()), step,
+                    stop_signal_name(pending_stop_signal()), step,
                     steps.empty() ? "none" : checkpoint_folder_name(steps.back())));
   }
   last_saved_step_ = step;
@@ -142,7 +138,7 @@ SaveRecord Checkpointer::save_hf(int64_t step) {
   } catch (const WriteAborted&) {
     throw StoppedBySignal(pending_stop_signal(),
                           fmt::format("a second {} aborted the Hugging Face save of step-{}",
-                                      signal_name(pending_stop_signal()), step));
+                                      stop_signal_name(pending_stop_signal()), step));
   }
   SaveRecord record;
   record.path = written.path;
@@ -163,14 +159,14 @@ bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()
   if (signal == 0) return false;
   if (!saves()) {
     throw StoppedBySignal(
-        signal, step == 0 ? fmt::format("stopped by {} before step 1", signal_name(signal))
+        signal, step == 0 ? fmt::format("stopped by {} before step 1", stop_signal_name(signal))
                           : fmt::format("stopped by {} after step {}; "
                                         "metrics.jsonl and fingerprint.log "
                                         "are complete up to it",
-                                        signal_name(signal), step));
+                                        stop_signal_name(signal), step));
   }
   if (step > 0 && last_saved_step_ != step) save(state(), false, console);
-  console << fmt::format("[titan] stopped by {} after step {}{}\n", signal_name(signal), step,
+  console << fmt::format("[titan] stopped by {} after step {}{}\n", stop_signal_name(signal), step,
                          step > 0 ? fmt::format("; checkpoint step-{} is saved: run the same "
                                                 "command to resume",
                                                 step)

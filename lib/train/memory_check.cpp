@@ -14,8 +14,9 @@ std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); 
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& t,
-                               int64_t grad_accum_steps) {
+MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
+                               int64_t grad_accum_steps, const c10::Device& device) {
+  const TrainingConfig& t = config.training;
   // Doubles throughout: the products may exceed int64 before the bounds below say no.
   const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
   MemoryEstimate e;
@@ -24,9 +25,23 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& t,
   const double kv_dim = static_cast<double>(args.kv_heads() * args.head_dim());
   const double one_block =
       2.0 * dim + 2.0 * kv_dim + 2.0 * static_cast<double>(args.ffn_hidden_dim());
+  if (!device.is_cuda()) {
+    const double T = static_cast<double>(t.seq_len);
+    const double blocks = config.activation_checkpoint.mode == AcMode::kNone
+                              ? static_cast<double>(args.n_layers)
+                              : 1.0;
+    e.attention = blocks * static_cast<double>(t.local_batch_size) *
+                  static_cast<double>(args.n_heads) * 4.0 * (T * (T + 1.0) / 2.0);
+  }
   e.activations = tokens * 4.0 *
-                  (2.0 * static_cast<double>(args.vocab_size) +
-                   static_cast<double>(args.n_layers) * dim + one_block);
+                      (2.0 * static_cast<double>(args.vocab_size) +
+                       static_cast<double>(args.n_layers) * dim + one_block) +
+                  e.attention;
+  if (!config.debug.precision_steps.empty()) {
+    const double scale =
+        config.debug.precision_reference == PrecisionReference::kFloat64 ? 2.0 : 1.0;
+    e.precision_step = scale * (8.0 * static_cast<double>(args.num_params()) + e.activations);
+  }
   e.batches = 16.0 * tokens * static_cast<double>(grad_accum_steps);
   e.per_step = 8.0 * static_cast<double>(t.steps);
   return e;
@@ -35,7 +50,7 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& t,
 void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accum_steps,
                   const c10::Device& device) {
   const auto& t = config.training;
-  const MemoryEstimate e = estimate_memory(args, t, grad_accum_steps);
+  const MemoryEstimate e = estimate_memory(args, config, grad_accum_steps, device);
   const double available = device_memory_bytes(device);
   const std::string limit = fmt::format("{} has {}", device_memory_source(device), gib(available));
   if (available <= 0) return;  // unknown: nothing to compare against
@@ -47,7 +62,8 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
   }
   // On CUDA the batches are built in host memory; everything else lives on the GPU.
   const double host_side = e.batches + e.per_step;
-  const double on_device = e.model_state + e.activations + (device.is_cuda() ? 0 : host_side);
+  const double on_device =
+      e.model_state + e.activations + e.precision_step + (device.is_cuda() ? 0 : host_side);
   const double host = device.is_cuda() ? device_memory_bytes(c10::Device(c10::kCPU)) : available;
   if (on_device <= available && (!device.is_cuda() || host_side <= host)) return;
   const bool host_short = device.is_cuda() && on_device <= available;
@@ -58,12 +74,16 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
   throw ConfigError(
       batches_dominate ? "training.global_batch_size"
                        : "training.local_batch_size x training.seq_len",
-      fmt::format("the run needs at least {}, more than the limit: {} ({} for the model state, {} "
-                  "for the activations of {} x {} tokens per micro-batch, {} for the tokens of "
-                  "{} micro-batches per step)",
-                  gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
-                  gib(e.activations), t.local_batch_size, t.seq_len, gib(e.batches),
-                  grad_accum_steps),
+      fmt::format(
+          "the run needs at least {}, more than the limit: {} ({} for the model state, {} "
+          "for the activations of {} x {} tokens per micro-batch ({} of them attention's "
+          "saved probabilities), {} for the tokens of {} micro-batches per step{})",
+          gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
+          gib(e.activations), t.local_batch_size, t.seq_len, gib(e.attention), gib(e.batches),
+          grad_accum_steps,
+          e.precision_step > 0
+              ? fmt::format(", {} for debug.precision_steps' reference step", gib(e.precision_step))
+              : ""),
       batches_dominate ? "lower training.global_batch_size"
                        : "lower training.seq_len or training.local_batch_size (a larger "
                          "global_batch_size accumulates gradients without more activation memory)");

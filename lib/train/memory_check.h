@@ -20,12 +20,19 @@ struct MemoryEstimate {
   // (in any activation checkpointing mode) its q, k, v, attention output and SwiGLU's two
   // hidden projections.
   double activations = 0;
+  // Of `activations`: the attention probabilities the CPU kernels save for the backward, a causal
+  // (T, T) triangle per head and sequence, for every block without activation checkpointing and
+  // for the one block recomputed at a time with it. (CUDA's flash kernels save O(T).)
+  double attention = 0;
+  // debug.precision_steps: the reference replica's weights and gradients in its precision, and a
+  // micro-batch's activations (attention included) in it.
+  double precision_step = 0;
   double batches = 0;   // a step's micro-batches (int64 inputs and labels), all held at once
   double per_step = 0;  // the run's one-loss-per-step record
 };
 
-MemoryEstimate estimate_memory(const ModelArgs& args, const TrainingConfig& training,
-                               int64_t grad_accum_steps);
+MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
+                               int64_t grad_accum_steps, const c10::Device& device);
 
 // Throws ConfigError when the estimate exceeds device_memory_bytes(device) (host RAM or the
 // cgroup limit on CPU, whichever is smaller; the GPU's memory for model and activations on CUDA).

@@ -14,7 +14,8 @@ namespace titan {
 namespace {
 
 // What rank `rank`'s config changes against rank 0's: "optimizer.lr 0.0008 -> 0.5, ...", or ""
-// when they agree on the hashed keys and training.steps.
+// when they agree on every key that must agree: the hashed ones, and those that decide a rank's
+// collectives (logging, TensorBoard, checkpoints, reruns, timeouts) or the files it writes.
 std::string differences_from_rank0(const Config& rank0, const std::string& toml, int64_t rank) {
   Config other;
   try {
@@ -24,8 +25,7 @@ std::string differences_from_rank0(const Config& rank0, const std::string& toml,
   }
   std::vector<std::string> keys;
   for (const auto& d : config_differences(rank0, other)) {
-    if (d.hashed || d.key == "training.steps")
-      keys.push_back(fmt::format("{} {} -> {}", d.key, d.a, d.b));
+    if (d.must_agree_between_ranks) keys.push_back(fmt::format("{} {} -> {}", d.key, d.a, d.b));
   }
   return fmt::format("{}", fmt::join(keys, ", "));
 }

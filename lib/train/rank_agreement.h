@@ -10,9 +10,11 @@
 
 namespace titan {
 
-// Before anything is built: every rank's config must agree with rank 0's on every key in the
-// config hash and on training.steps. Throws ConfigError (exit 2) naming each differing rank with
-// the keys and both values. No-op for one process.
+// Before anything is built: every rank's config must agree with rank 0's on every key but those
+// a process may set for itself (FieldSpec::may_differ_between_ranks: threads, console output) and
+// those without effect: a key outside the config hash can still change which collectives a rank
+// runs or which files it writes. Throws ConfigError (exit 2) naming each differing rank with the
+// keys and both values. No-op for one process.
 void check_ranks_agree(const Config& config, ProcessGroup& group);
 
 // The replicas' parameter checksums (tensors_checksum) after `step` (0: before the first step)

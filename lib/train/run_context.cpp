@@ -91,22 +91,31 @@ c10::Device resolve_device(DeviceChoice choice, const WorldInfo& world) {
   throw std::logic_error("unhandled DeviceChoice");
 }
 
+RunPlan plan_run(const Config& config) {
+  RunPlan plan;
+  plan.world = world_from_environment();
+  data_parallel_degree(config, plan.world.world_size);  // refuses a bad split before the rendezvous
+  // Only the device's index is chosen here; CUDA is first used after the determinism settings.
+  plan.device = resolve_device(config.training.device, plan.world);
+  check_precision_steps(config, plan.world.world_size, plan.device.is_cuda());
+  check_batch_invariant(config, plan.world.world_size, plan.device.is_cuda());
+  check_seed_checkpoint(config, plan.world.world_size);
+  plan.backend =
+      choose_backend(config.comm.backend, plan.world.world_size, plan.device, nccl_compiled_in());
+  return plan;
+}
+
 RunContext build_run_context(const Config& config, std::ostream& log,
                              const RunContextOptions& options) {
   RunContext c;
   c.config = config;
-  c.world = world_from_environment();
+  const RunPlan plan = plan_run(config);
+  c.world = plan.world;
   c.log = c.world.logs_console() ? &log : &silent_stream();
   c.errors = options.errors ? options.errors : &log;
   c.console_is_terminal = options.console_is_terminal;
-  data_parallel_degree(c.config, c.world.world_size);  // refuses a bad split before the rendezvous
-  // Only the device's index is chosen here; CUDA is first used after the determinism settings.
-  c.device = resolve_device(c.config.training.device, c.world);
-  check_precision_steps(c.config, c.world.world_size, c.device.is_cuda());
-  check_batch_invariant(c.config, c.world.world_size, c.device.is_cuda());
-  check_seed_checkpoint(c.config, c.world.world_size);
-  const GroupBackend backend =
-      choose_backend(c.config.comm.backend, c.world.world_size, c.device, nccl_compiled_in());
+  c.device = plan.device;
+  const GroupBackend backend = plan.backend;
   auto& threads = c.config.training.cpu_threads;
   if (threads == 0 && c.world.local_world_size > 1) {
     // Processes on one machine share its cores (torchrun sets OMP_NUM_THREADS=1 for this).

@@ -49,6 +49,21 @@ struct RunContextOptions {
 RunContext build_run_context(const Config& config, std::ostream& log,
                              const RunContextOptions& options = {});
 
+// Steps 1 and 2 and the checks that need neither the rendezvous nor a model: the world, the
+// data-parallel split, the device, the debugging features' limits for this world, the backend.
+// Throws ConfigError as build_run_context does.
+struct RunPlan {
+  WorldInfo world;
+  c10::Device device = c10::Device(c10::kCPU);
+  GroupBackend backend = GroupBackend::kSingle;
+};
+RunPlan plan_run(const Config& config);
+
+// Every refusal a run of `config` in this environment makes before its rendezvous and before it
+// builds a model: plan_run, the memory check and the tokenizer (--print-config runs it, so that it
+// accepts only what a run would). Writes no file, builds no process group. (run_parts.cpp)
+void check_config_for_run(const Config& config);
+
 // "auto" -> cuda when available, else cpu; a CUDA device is the process's own among those it
 // sees (distributed/process_group.h, cuda_device_for). Throws ConfigError for "cuda" without
 // CUDA, or more local ranks than devices.

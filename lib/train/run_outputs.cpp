@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "config/loader.h"
@@ -25,27 +26,68 @@ void create_dump_folder(const std::string& folder) {
   }
 }
 
-// Rank 0 takes the run's lock; the other ranks write nothing before it has it, so that a run
+// Rank 0 takes a lock with `take`; the other ranks write nothing before it has it, so that a run
 // refused for a locked folder leaves the other run's per-rank files alone.
-std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c, const RunFolder& folder) {
+std::unique_ptr<RunLock> lock_on_rank0(const RunContext& c, const std::string& key,
+                                       const std::function<std::unique_ptr<RunLock>()>& take) {
   const int64_t rank = c.world.rank;
   std::unique_ptr<RunLock> lock;
   std::optional<RankRefusal> refusal;
   if (rank == 0) {
     try {
-      create_dump_folder(folder.path());
-      lock = std::make_unique<RunLock>(folder.file(RunFile::kLock), folder.path());
+      lock = take();
     } catch (const ConfigError& e) {
       if (c.world.world_size == 1) throw;
       refusal = RankRefusal{e.where(), e.message(), e.hint()};
     }
   }
-  refusal = share_rank0_refusal(*c.process_group, "dump_folder_lock", refusal);
+  refusal = share_rank0_refusal(*c.process_group, key, refusal);
   if (refusal) {
     throw ConfigError(refusal->where, (rank == 0 ? "" : "(rank 0) ") + refusal->message,
                       refusal->hint);
   }
   return lock;
+}
+
+std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c, const RunFolder& folder) {
+  return lock_on_rank0(c, "dump_folder_lock", [&] {
+    create_dump_folder(folder.path());
+    return std::make_unique<RunLock>(folder.file(RunFile::kLock), folder.path(), "job.dump_folder");
+  });
+}
+
+// Rank 0 makes the checkpoint folder at the start, so that a link planted in its path is refused
+// before the first step rather than at the first save. An absolute checkpoint.folder may be
+// shared by runs with different dump folders: it gets a lock of its own, so that a second run is
+// refused instead of saving into a live run's folder. (A relative one is inside the dump folder,
+// under the run's lock.)
+std::unique_ptr<RunLock> prepare_checkpoint_folder(const RunContext& c, const RunFolder& folder) {
+  if (!c.config.checkpoint.enable) return nullptr;
+  const std::string path = folder.subfolder(RunSubfolder::kCheckpoint);
+  return lock_on_rank0(c, "checkpoint_folder_lock", [&]() -> std::unique_ptr<RunLock> {
+    folder.make(RunSubfolder::kCheckpoint);
+    std::error_code ec;
+    if (folder.link_policy(RunSubfolder::kCheckpoint) != FolderLink::kFollow ||
+        std::filesystem::equivalent(path, folder.path(), ec)) {
+      return nullptr;
+    }
+    return std::make_unique<RunLock>(path + "/" + run_file_name(RunFile::kLock), path,
+                                     "checkpoint.folder");
+  });
+}
+
+// A resumed run's rank 0 cuts every event file of the TensorBoard folder back to the resume step,
+// also when this run writes none or its ranks write others: the steps after it were abandoned.
+// A folder reached through a link is left alone (TensorBoard on, it is refused right after).
+void cut_tensorboard_folder(const RunFolder& folder, int64_t resume_step, std::ostream& console) {
+  namespace fs = std::filesystem;
+  const std::string root = folder.subfolder(RunSubfolder::kTensorBoard);
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(root, ec))) return;
+  const fs::path relative = fs::path(root).lexically_relative(folder.path());
+  if (fs::weakly_canonical(root, ec) != fs::weakly_canonical(folder.path(), ec) / relative) return;
+  for (const std::string& warning : cut_tensorboard_history(root, resume_step))
+    console << "[titan] warning: " << warning << "\n";
 }
 
 // The event files' folder for this rank, or "" when it writes none. Rank 0 picks the run folder
@@ -107,10 +149,16 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
     : context_(context) {
   const RunFolder folder(context.config);
   lock_ = lock_dump_folder(context, folder);
+  checkpoint_lock_ = prepare_checkpoint_folder(context, folder);
   const int64_t rank = context.world.rank;
-  // First: a planted link in the TensorBoard folder is refused before any other file changes.
+  if (rank == 0 && resume_step > 0) cut_tensorboard_folder(folder, resume_step, console());
+  // A planted link in the TensorBoard folder is refused before any other file changes.
   const std::string tb = tensorboard_folder(context, folder, resume_step);
-  if (!tb.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
+  if (!tb.empty()) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(tb, resume_step);
+    for (const std::string& warning : tensorboard_->warnings())
+      console() << "[titan] warning: " << warning << "\n";
+  }
   for (const auto& instrument : instruments) instrument->open_outputs(resume_step);
   // NCCL's flight recorder dumps there on a timeout (apply_flight_recorder_environment).
   if (context.process_group->backend() == "nccl" && context.config.comm.trace_buf_size > 0)
@@ -119,7 +167,8 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
     write_file_atomically(folder.file(RunFile::kConfig), to_toml(context.config));
     if (const std::string json = folder.config_json(); !json.empty()) {
       const std::string parent = std::filesystem::path(json).parent_path().string();
-      if (parent != folder.path()) make_output_folder(parent, FolderLink::kRefuse);
+      if (parent != folder.path())
+        make_output_folder_below(folder.path(), parent.substr(folder.path().size() + 1));
       write_file_atomically(json, to_json(context.config));
     }
     metrics_ = std::make_unique<JsonlWriter>(folder.file(RunFile::kMetrics), resume_step);

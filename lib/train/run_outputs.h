@@ -27,14 +27,17 @@ namespace titan {
 class RunOutputs {
  public:
   // Rank 0 creates the dump folder and locks it (a second run into it is refused: ConfigError,
-  // on every rank). Then, in this order: with metrics.enable_tensorboard, rank 0 (every rank with
-  // save_for_all_ranks) opens a new event file (see TensorBoardWriter) in the run folder rank 0
-  // chose (choose_tensorboard_run_folder); each instrument opens its outputs; rank 0 writes
-  // config.toml and opens metrics.jsonl; every rank opens its fingerprint.log
-  // (fingerprint.rank<N>.log) with `header`, and numerics.log for `tracer` (or removes a stale
-  // one; see open_numerics_log). A run resumed after `resume_step` > 0 keeps the files' lines up
-  // to it; otherwise they are replaced. Throws RuntimeFailure when a file cannot be written.
-  // Requires: `context` outlives the outputs. The lock is held until destruction.
+  // on every rank). With checkpoint.enable it makes the checkpoint folder (a link in its path
+  // inside the dump folder is refused now, not at the first save) and locks an absolute one,
+  // which runs with different dump folders could otherwise share. Then, in this order: with
+  // metrics.enable_tensorboard, rank 0 (every rank with save_for_all_ranks) opens a new event file
+  // (see TensorBoardWriter) in the run folder rank 0 chose (choose_tensorboard_run_folder); each
+  // instrument opens its outputs; rank 0 writes config.toml and opens metrics.jsonl; every rank
+  // opens its fingerprint.log (fingerprint.rank<N>.log) with `header`, and numerics.log for
+  // `tracer` (or removes a stale one; see open_numerics_log). A run resumed after `resume_step` > 0
+  // keeps the files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file
+  // cannot be written. Requires: `context` outlives the outputs. The lock is held until
+  // destruction.
   RunOutputs(const RunContext& context, const FingerprintHeader& header, NumericsTracer* tracer,
              const std::vector<std::shared_ptr<Instrument>>& instruments, int64_t resume_step);
 
@@ -69,8 +72,9 @@ class RunOutputs {
   void write_tensorboard(int64_t step, const std::vector<SummaryValue>& values);
 
   const RunContext& context_;
-  std::unique_ptr<RunLock> lock_;         // rank 0
-  std::unique_ptr<JsonlWriter> metrics_;  // rank 0
+  std::unique_ptr<RunLock> lock_;             // rank 0
+  std::unique_ptr<RunLock> checkpoint_lock_;  // rank 0, for an absolute checkpoint.folder
+  std::unique_ptr<JsonlWriter> metrics_;      // rank 0
   std::unique_ptr<FingerprintLog> fingerprint_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   CostMeter tensorboard_cost_;  // records encoded and written

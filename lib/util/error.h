@@ -40,6 +40,13 @@ class RuntimeFailure : public std::runtime_error {
   std::string hint_;
 };
 
+// An allocation failed, named where it could be (exit code 1): main ends the process without
+// exit handlers (see report_current_exception).
+class OutOfMemory : public RuntimeFailure {
+ public:
+  using RuntimeFailure::RuntimeFailure;
+};
+
 // A determinism or recompute check failed (exit code 3). `details` (the evidence, such as both op
 // traces of a recompute mismatch) is printed before the message when reported.
 class CheckFailure : public std::runtime_error {
@@ -66,9 +73,24 @@ class StoppedBySignal : public std::runtime_error {
   int signal_;
 };
 
+// Whether `message` (a library's error text) reports a failed allocation: ATen's "can't allocate
+// memory", CUDA's "out of memory". Sets *size to the size it asked for ("2.00 GiB") or "".
+bool is_allocation_failure(const std::string& message, std::string* size = nullptr);
+
+// The hint every out-of-memory message ends with.
+extern const char* const kOutOfMemoryHint;
+
 // For use inside a catch block: prints the in-flight exception as "titan-train: <kind>: message"
 // plus its hint to `err` and returns the exit code it maps to (ConfigError 2, CheckFailure 3,
-// StoppedBySignal 128 + signal, anything else 1).
-int report_current_exception(std::ostream& err);
+// StoppedBySignal 128 + signal, anything else 1). A failed allocation anywhere (std::bad_alloc,
+// ATen's allocator) is "out of memory" with the size asked for, exit 1, and sets *out_of_memory:
+// the caller should then end the process without exit handlers, which may wait forever on a
+// library's thread that is stuck retrying its own allocation (OpenBLAS's workers do).
+int report_current_exception(std::ostream& err, bool* out_of_memory = nullptr);
+
+// Installs a std::terminate handler that reports an uncaught std::bad_alloc (a library's static
+// initializer, a thread) as titan-train's "out of memory" message on stderr and ends the process
+// with exit 1; other exceptions abort as before. Safe to call before main.
+void install_out_of_memory_terminate_handler();
 
 }  // namespace titan

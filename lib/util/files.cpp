@@ -73,9 +73,10 @@ int create_replacement(const std::string& path, std::string& tmp) {
   check_output_target(path);
   tmp = path + ".tmp";
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    const int code = errno;  // before lstat, which sets errno of its own
     struct stat st {};
     if (::lstat(tmp.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_output(tmp, st.st_mode);
-    throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(errno));
+    throw RuntimeFailure("cannot write " + tmp + ": " + std::strerror(code));
   }
   return open_output_file(tmp, O_WRONLY | O_CREAT | O_EXCL);
 }
@@ -150,22 +151,47 @@ int open_output_file(const std::string& path, int flags) {
   return fd;
 }
 
+namespace {
+
+FileRefused not_a_folder(const std::string& path, unsigned mode) {
+  return FileRefused(path, "is " + file_type_name(mode) + ", not a folder",
+                     "titan-train makes this folder itself and does not follow a link here; "
+                     "remove it, or choose another job.dump_folder");
+}
+
+}  // namespace
+
 void make_output_folder(const std::string& path, FolderLink link) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   struct stat st {};
   const int found =
       link == FolderLink::kFollow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
-  if (found == 0 && !S_ISDIR(st.st_mode)) {
-    throw FileRefused(path, "is " + file_type_name(st.st_mode) + ", not a folder",
-                      "titan-train makes this folder itself and does not follow a link here; "
-                      "remove it, or choose another job.dump_folder");
-  }
+  if (found == 0 && !S_ISDIR(st.st_mode)) throw not_a_folder(path, st.st_mode);
   if (found != 0 || ec) {
     throw RuntimeFailure("cannot create folder " + path + ": " +
                              (ec ? ec.message() : std::string(std::strerror(errno))),
                          "choose a writable folder");
   }
+}
+
+std::string make_output_folder_below(const std::string& root, const std::string& relative) {
+  make_output_folder(root, FolderLink::kFollow);
+  std::string path = root;
+  for (const auto& part : std::filesystem::path(relative)) {
+    if (part.empty() || part == ".") continue;
+    path += "/" + part.string();
+    const bool made = ::mkdir(path.c_str(), 0777) == 0;
+    const int code = errno;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      throw RuntimeFailure(
+          "cannot create folder " + path + ": " + std::strerror(made ? errno : code),
+          "choose a writable folder");
+    }
+    if (!S_ISDIR(st.st_mode)) throw not_a_folder(path, st.st_mode);
+  }
+  return path;
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {

@@ -62,6 +62,12 @@ enum class FolderLink { kFollow, kRefuse };
 // be created.
 void make_output_folder(const std::string& path, FolderLink link);
 
+// Creates `root` (a link followed: the user's folder) and then each folder of `relative` below
+// it, one component at a time. Throws FileRefused when any component below `root` exists as a
+// symbolic link or anything but a folder (a link in the middle would carry the outputs out of
+// `root`), RuntimeFailure when one cannot be created. Returns root/relative.
+std::string make_output_folder_below(const std::string& root, const std::string& relative);
+
 // A text file written whole lines at a time. Each write is one write(2) of complete lines; when a
 // write fails (a full disk), the file is cut back to its last complete line before the error is
 // thrown, so readers never see a partial line.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "util/strings.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {
@@ -132,7 +133,7 @@ void JsonCursor::escape(std::string* out) {
       break;
     case 'u': {
       unsigned cp = code_point();
-      if (out) append_utf8(*out, cp);
+      if (out) append_utf8(cp, *out);
       return;
     }
     default:

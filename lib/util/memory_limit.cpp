@@ -1,5 +1,8 @@
 #include "util/memory_limit.h"
 
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -7,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "util/error.h"
 #include "util/files.h"
 
 namespace titan {
@@ -85,6 +89,26 @@ MemoryLimit process_memory_limit() {
   }
   auto cgroup = cgroup_memory_limit(text, "/sys/fs/cgroup");
   return cgroup && cgroup->bytes < ram.bytes ? *cgroup : ram;
+}
+
+void check_thread_headroom(int64_t threads) {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  // A thread's stack (8 MiB by default) and OpenBLAS's per-thread buffer (128 MiB), and room
+  // for the run's first allocations.
+  const double bytes = static_cast<double>(threads) * 136.0 * kMiB + 256.0 * kMiB;
+  void* probe = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe != MAP_FAILED) {
+    ::munmap(probe, static_cast<size_t>(bytes));
+    return;
+  }
+  throw OutOfMemory(
+      fmt::format("out of memory at start-up: the address-space limit (ulimit -v {} KiB) leaves "
+                  "less than the {:.0f} MiB that {} CPU threads need to start",
+                  limit.rlim_cur / 1024, bytes / kMiB, threads),
+      "raise ulimit -v, or lower training.cpu_threads");
 }
 
 }  // namespace titan

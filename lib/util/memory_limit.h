@@ -21,4 +21,11 @@ std::optional<MemoryLimit> cgroup_memory_limit(const std::string& proc_self_cgro
 // The smaller of host RAM and this process's cgroup limit.
 MemoryLimit process_memory_limit();
 
+// Under a finite address-space limit (ulimit -v), makes sure `threads` more threads can start:
+// each needs its stack and OpenBLAS a buffer of its own, and a thread that cannot start hangs
+// the thread pools that wait for it (pthreadpool) or spins retrying (OpenBLAS). Reserves the
+// bytes for a moment (mmap without access) and gives them back. Throws OutOfMemory naming the
+// limit when they cannot be had. No-op without a limit.
+void check_thread_headroom(int64_t threads);
+
 }  // namespace titan

@@ -13,7 +13,7 @@
 
 namespace titan {
 
-RunLock::RunLock(const std::string& lock_file, const std::string& folder) {
+RunLock::RunLock(const std::string& lock_file, const std::string& folder, const std::string& key) {
   fd_ = open_output_file(lock_file, O_RDWR | O_CREAT);
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
@@ -22,9 +22,8 @@ RunLock::RunLock(const std::string& lock_file, const std::string& folder) {
     while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
     ::close(fd_);
     fd_ = -1;
-    throw ConfigError("job.dump_folder",
-                      folder + " is in use by another titan-train run (PID " + pid + ")",
-                      "wait for it to finish, or choose another job.dump_folder");
+    throw ConfigError(key, folder + " is in use by another titan-train run (PID " + pid + ")",
+                      "wait for it to finish, or choose another " + key);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {

@@ -27,6 +27,10 @@ void install_stop_signal_handlers() {
 
 int pending_stop_signal() { return g_signal; }
 
+const char* stop_signal_name(int signal) {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
 int stop_signal_count() { return g_count; }
 
 }  // namespace titan

@@ -11,6 +11,9 @@ void install_stop_signal_handlers();
 // The signal received since install_stop_signal_handlers(), or 0.
 int pending_stop_signal();
 
+// "SIGTERM", "SIGINT", or "a signal" for any other number.
+const char* stop_signal_name(int signal);
+
 // How many SIGTERM and SIGINT have been received (a second one aborts a checkpoint save).
 int stop_signal_count();
 

@@ -20,9 +20,6 @@ std::string join_quoted(const std::vector<std::string>& items);
 // {3, 5, 8} -> "3, 5, 8" (with `separator` ", ").
 std::string join_integers(const std::vector<int64_t>& values, const std::string& separator);
 
-// Appends code point `cp` (at most 0x10FFFF) to `out` encoded as UTF-8.
-void append_utf8(std::string& out, uint32_t cp);
-
 // The words of `line`, split at runs of whitespace.
 std::vector<std::string> split_words(const std::string& line);
 

@@ -1,4 +1,4 @@
-#include "data/utf8.h"
+#include "util/utf8.h"
 
 namespace titan {
 namespace {

@@ -1,5 +1,5 @@
-// UTF-8 helpers for the tokenizer: validation with the lossy repair every reference reader
-// applies, and code point decoding/encoding.
+// UTF-8 helpers: validation (the tokenizer's, and config values'), the lossy repair every
+// reference reader applies, and code point decoding/encoding.
 #pragma once
 
 #include <cstddef>
