@@ -84,12 +84,11 @@ int run_compare(const std::vector<std::string>& args, std::ostream& out, std::os
     const CompareRequest request = parse_compare_args(args);
     if (request.help) {
       out << compare_usage();
-      return kExitOk;
+      return check_result_written(out, err, kExitOk);
     }
     const Comparison c = compare_runs(request.runs[0], request.runs[1], request.tolerance);
     out << (request.json ? format_comparison_json(c) : format_comparison_text(c));
-    out.flush();
-    return c.exit_code();
+    return check_result_written(out, err, c.exit_code());
   } catch (const ConfigError& e) {
     out.flush();
     err << "titan-train compare: " << e.what() << "\n";

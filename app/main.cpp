@@ -1,8 +1,7 @@
 // titan-train: pick the subcommand, run it, and map failures to exit codes (see README).
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -56,20 +55,18 @@ int dispatch(std::vector<std::string> args) {
   return titan::run_train_command(args, std::cout);
 }
 
-// A result that could not be written (stdout on a full disk, or a device that refuses writes)
-// is a failure: exit 1 with the reason on stderr, not the subcommand's own verdict.
-int with_output_checked(int code) {
-  errno = 0;
-  std::cout.flush();
-  if (std::cout) return code;
-  const int error = errno;
-  std::cerr << "titan-train: error: the result could not be written to stdout"
-            << (error != 0 ? std::string(" (") + std::strerror(error) + ")" : std::string())
-            << "\n  hint: check the disk or the file that stdout goes to\n";
-  return code == titan::kExitOk ? titan::kExitRuntimeError : code;
-}
-
 }  // namespace
+
+// Ends the process with `code` once every stream is flushed, without exit handlers: OpenBLAS's
+// joins its worker threads, and a worker that could not get its buffer (an address-space limit)
+// retries forever, so a finished run, even --version, would never exit. Every file titan-train
+// writes is closed before main returns.
+static int end_process(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::_exit(code);
+}
 
 // Runs before the shared libraries' static initializers (ELF .preinit_array): libtorch's
 // allocate, and a std::bad_alloc there would otherwise end in "terminate called after throwing".
@@ -86,16 +83,9 @@ int main(int argc, char** argv) {
     titan::ensure_idle_threads_sleep(argv);
     titan::apply_library_log_level();
     titan::tune_malloc_for_training();
-    return with_output_checked(dispatch(std::vector<std::string>(argv, argv + argc)));
+    return end_process(dispatch(std::vector<std::string>(argv, argv + argc)));
   } catch (...) {
     std::cout.flush();
-    bool out_of_memory = false;
-    const int code = titan::report_current_exception(std::cerr, &out_of_memory);
-    if (out_of_memory) {
-      // Exit handlers would join library threads that may be stuck retrying an allocation.
-      std::cerr.flush();
-      ::_exit(code);
-    }
-    return code;
+    return end_process(titan::report_current_exception(std::cerr));
   }
 }

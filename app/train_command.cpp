@@ -22,16 +22,16 @@ int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
   switch (request.action) {
     case CliAction::kHelp:
       out << help_text();
-      return kExitOk;
+      return check_result_written(out, std::cerr, kExitOk);
     case CliAction::kVersion:
       out << fmt::format("titan-train {}\nlibtorch {}\ncuda available: {}\ncuda compiled in: {}\n",
                          TITAN_VERSION, TORCH_VERSION, torch::cuda::is_available() ? "yes" : "no",
                          kCudaCompiledIn ? "yes" : "no");
-      return kExitOk;
+      return check_result_written(out, std::cerr, kExitOk);
     case CliAction::kPrintConfig:
       check_config_for_run(request.config);  // the same refusals as a run, before any output
       out << to_toml(request.config);
-      return kExitOk;
+      return check_result_written(out, std::cerr, kExitOk);
     case CliAction::kTrain:
       break;
   }

@@ -4,9 +4,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <system_error>
 
 namespace titan {
@@ -53,6 +56,39 @@ int listen_on_loopback(const std::string& address, uint16_t port) {
   if (::bind(fd, reinterpret_cast<sockaddr*>(&storage), length) != 0) fail(fd, "bind");
   if (::listen(fd, kBacklog) != 0) fail(fd, "listen");
   return fd;
+}
+
+namespace {
+
+sockaddr_un mark_address(uint16_t port, socklen_t& length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string name = "titan-train-rendezvous:" + std::to_string(port);
+  // Abstract namespace: a leading NUL, no file.
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return address;
+}
+
+}  // namespace
+
+int mark_rendezvous_server(uint16_t port) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  socklen_t length = 0;
+  const sockaddr_un address = mark_address(port, length);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool rendezvous_server_marked(uint16_t port) {
+  const int fd = mark_rendezvous_server(port);
+  if (fd < 0) return errno == EADDRINUSE;
+  ::close(fd);
+  return false;
 }
 
 }  // namespace titan

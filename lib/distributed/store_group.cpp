@@ -2,6 +2,7 @@
 #include "distributed/store_group.h"
 
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -154,7 +155,9 @@ StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
   heartbeat_ = std::make_unique<Heartbeat>(world_, timeout_);
 }
 
-StoreGroup::~StoreGroup() = default;
+StoreGroup::~StoreGroup() {
+  if (server_mark_ >= 0) ::close(server_mark_);
+}
 
 std::unique_ptr<PendingCollective> StoreGroup::start_all_reduce_sum(at::Tensor tensor,
                                                                     const std::string& what) {
@@ -215,7 +218,9 @@ std::string StoreGroup::where() const {
 c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
   if (world_.rank == 0) {
     try {
-      return connect_store(world_, true, timeout_);
+      auto store = connect_store(world_, true, timeout_);
+      server_mark_ = mark_rendezvous_server(static_cast<uint16_t>(world_.master_port));
+      return store;
     } catch (const std::exception& e) {
       refuse_if_rank0_already_serves();
       throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
@@ -245,6 +250,9 @@ c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
 }
 
 void StoreGroup::refuse_if_rank0_already_serves() {
+  // Only a titan-train rank 0 is spoken to: libtorch's client aborts the process when another
+  // program on the port resets the connection.
+  if (!rendezvous_server_marked(static_cast<uint16_t>(world_.master_port))) return;
   bool claimed = false;
   try {
     auto other = connect_store(world_, false, std::chrono::seconds(2));

@@ -90,6 +90,7 @@ class StoreGroup : public ProcessGroup {
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Heartbeat> heartbeat_;
   int generation_ = 0;
+  int server_mark_ = -1;  // rank 0: mark_rendezvous_server's descriptor
 };
 
 }  // namespace titan

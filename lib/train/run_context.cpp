@@ -91,12 +91,17 @@ c10::Device resolve_device(DeviceChoice choice, const WorldInfo& world) {
   throw std::logic_error("unhandled DeviceChoice");
 }
 
-RunPlan plan_run(const Config& config) {
+RunPlan plan_run(const Config& config, MachineCheck machine) {
   RunPlan plan;
   plan.world = world_from_environment();
   data_parallel_degree(config, plan.world.world_size);  // refuses a bad split before the rendezvous
   // Only the device's index is chosen here; CUDA is first used after the determinism settings.
-  plan.device = resolve_device(config.training.device, plan.world);
+  if (machine == MachineCheck::kThisMachine) {
+    plan.device = resolve_device(config.training.device, plan.world);
+  } else if (config.training.device == DeviceChoice::kCuda ||
+             (config.training.device == DeviceChoice::kAuto && torch::cuda::is_available())) {
+    plan.device = c10::Device(c10::kCUDA, 0);
+  }
   check_precision_steps(config, plan.world.world_size, plan.device.is_cuda());
   check_batch_invariant(config, plan.world.world_size, plan.device.is_cuda());
   check_seed_checkpoint(config, plan.world.world_size);

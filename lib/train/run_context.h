@@ -51,17 +51,21 @@ RunContext build_run_context(const Config& config, std::ostream& log,
 
 // Steps 1 and 2 and the checks that need neither the rendezvous nor a model: the world, the
 // data-parallel split, the device, the debugging features' limits for this world, the backend.
-// Throws ConfigError as build_run_context does.
+// Throws ConfigError as build_run_context does. With `machine` kIntended the device is the one
+// training.device asks for, not checked against this machine (--print-config on a login node).
+enum class MachineCheck { kThisMachine, kIntended };
 struct RunPlan {
   WorldInfo world;
   c10::Device device = c10::Device(c10::kCPU);
   GroupBackend backend = GroupBackend::kSingle;
 };
-RunPlan plan_run(const Config& config);
+RunPlan plan_run(const Config& config, MachineCheck machine = MachineCheck::kThisMachine);
 
-// Every refusal a run of `config` in this environment makes before its rendezvous and before it
-// builds a model: plan_run, the memory check and the tokenizer (--print-config runs it, so that it
-// accepts only what a run would). Writes no file, builds no process group. (run_parts.cpp)
+// The refusals a run of `config` with the launcher's environment makes before its rendezvous that
+// do not depend on the machine that trains (its device and memory are checked when the run
+// starts there): plan_run(kIntended) and the tokenizer. --print-config runs them, so that a
+// config it prints is one the job accepts. Writes no file, builds no process group.
+// (run_parts.cpp)
 void check_config_for_run(const Config& config);
 
 // "auto" -> cuda when available, else cpu; a CUDA device is the process's own among those it

@@ -62,7 +62,7 @@ std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c, const RunFolder& 
 // refused instead of saving into a live run's folder. (A relative one is inside the dump folder,
 // under the run's lock.)
 std::unique_ptr<RunLock> prepare_checkpoint_folder(const RunContext& c, const RunFolder& folder) {
-  if (!c.config.checkpoint.enable) return nullptr;
+  if (!c.config.checkpoint.enable || c.config.checkpoint.load_only) return nullptr;  // no saves
   const std::string path = folder.subfolder(RunSubfolder::kCheckpoint);
   return lock_on_rank0(c, "checkpoint_folder_lock", [&]() -> std::unique_ptr<RunLock> {
     folder.make(RunSubfolder::kCheckpoint);

@@ -39,11 +39,8 @@ StepOptions step_options_for(const RunContext& context) {
 }  // namespace
 
 void check_config_for_run(const Config& config) {
-  const RunPlan plan = plan_run(config);
-  const ModelArgs args = model_args_for(config);
-  check_memory(args, config, batch_plan(config.training, plan.world.world_size).micro_batches,
-               plan.device);
-  text_encoding_for(config, args.vocab_size);
+  plan_run(config, MachineCheck::kIntended);
+  text_encoding_for(config, model_args_for(config).vocab_size);
 }
 
 RunParts::RunParts(const RunContext& run_context)

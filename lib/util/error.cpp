@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -83,6 +84,16 @@ void out_of_memory_terminate() {
 void install_out_of_memory_terminate_handler() {
   const std::terminate_handler previous = std::set_terminate(out_of_memory_terminate);
   if (previous != out_of_memory_terminate) g_previous_terminate = previous;
+}
+
+int check_result_written(std::ostream& out, std::ostream& err, int code) {
+  out.flush();
+  if (out) return code;
+  const int error = errno;
+  err << "titan-train: error: the result could not be written to stdout"
+      << (error != 0 ? std::string(" (") + std::strerror(error) + ")" : std::string())
+      << "\n  hint: check the disk or the file that stdout goes to\n";
+  return code == kExitOk ? kExitRuntimeError : code;
 }
 
 int report_current_exception(std::ostream& err, bool* out_of_memory) {

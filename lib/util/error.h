@@ -83,10 +83,15 @@ extern const char* const kOutOfMemoryHint;
 // For use inside a catch block: prints the in-flight exception as "titan-train: <kind>: message"
 // plus its hint to `err` and returns the exit code it maps to (ConfigError 2, CheckFailure 3,
 // StoppedBySignal 128 + signal, anything else 1). A failed allocation anywhere (std::bad_alloc,
-// ATen's allocator) is "out of memory" with the size asked for, exit 1, and sets *out_of_memory:
-// the caller should then end the process without exit handlers, which may wait forever on a
-// library's thread that is stuck retrying its own allocation (OpenBLAS's workers do).
+// ATen's allocator, OutOfMemory) is "out of memory" with the size asked for where known, exit 1,
+// and sets *out_of_memory.
 int report_current_exception(std::ostream& err, bool* out_of_memory = nullptr);
+
+// For a command whose result is what it prints (compare, --help, --print-config): flushes `out`
+// and, when that or an earlier write to it failed (a full disk, a device that refuses writes),
+// says so on `err` and returns exit 1 instead of `code` 0. Training's console is not a result:
+// a run goes on when its console fails.
+int check_result_written(std::ostream& out, std::ostream& err, int code);
 
 // Installs a std::terminate handler that reports an uncaught std::bad_alloc (a library's static
 // initializer, a thread) as titan-train's "out of memory" message on stderr and ends the process
