@@ -90,13 +90,12 @@ TEST_CASE("torchtitan keys: the llama3 train configs load, 70B and 405B are refu
   CHECK(debug.exit_code == 0);
   // --print-config checks the tokenizer a run would load: the 8B config's Hugging Face download
   // is not here, and that is its only refusal.
-  auto eight = test::run_titan("--config " + data_file("torchtitan_llama3_8b.toml") +
-                               " --print-config");
+  auto eight =
+      test::run_titan("--config " + data_file("torchtitan_llama3_8b.toml") + " --print-config");
   INFO(eight.output);
   CHECK(eight.exit_code == 2);
-  CHECK_THAT(eight.output,
-             Catch::StartsWith("titan-train: config error: model.hf_assets_path: "
-                               "./assets/hf/Llama-3.1-8B"));
+  CHECK_THAT(eight.output, Catch::StartsWith("titan-train: config error: model.hf_assets_path: "
+                                             "./assets/hf/Llama-3.1-8B"));
   auto tp =
       test::run_titan("--config " + data_file("torchtitan_llama3_70b.toml") + " --print-config");
   CHECK(tp.exit_code == 2);
