@@ -285,10 +285,7 @@ void StoreGroup::wait_for_all_ranks() {
       "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (or SLURM_NTASKS), "
       "and each with its own RANK";
   const std::string claim = fmt::format("claimed/{}", world_.rank);
-  if (store_->add(claim, 1) > 1) {
-    store_->add(claim, 1);  // the first claimant sees the count grow and stops too
-    throw duplicate_rank();
-  }
+  if (store_->add(claim, 1) > 1) throw duplicate_rank();  // the first claimant sees the count too
   // Each rank says which world it believes in, so that a WORLD_SIZE that differs between ranks
   // is named as such instead of as ranks that never arrive.
   const std::string mine = fmt::format("{} {}", world_.world_size, world_.launcher);
