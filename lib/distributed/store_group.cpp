@@ -217,12 +217,13 @@ std::string StoreGroup::where() const {
 
 c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
   if (world_.rank == 0) {
+    // The mark first, so that a second rank 0 started at the same moment finds it even while the
+    // first one's store is still starting.
+    server_mark_ = mark_rendezvous_server(static_cast<uint16_t>(world_.master_port));
+    if (server_mark_ < 0) refuse_if_rank0_already_serves();
     try {
-      auto store = connect_store(world_, true, timeout_);
-      server_mark_ = mark_rendezvous_server(static_cast<uint16_t>(world_.master_port));
-      return store;
+      return connect_store(world_, true, timeout_);
     } catch (const std::exception& e) {
-      refuse_if_rank0_already_serves();
       throw RuntimeFailure(fmt::format("rank 0 cannot serve the rendezvous store on port {}: {}",
                                        world_.master_port, first_line(e.what())),
                            "another run may be using the port: set MASTER_PORT to a free one");
@@ -250,18 +251,17 @@ c10::intrusive_ptr<c10d::TCPStore> StoreGroup::open_store() {
 }
 
 void StoreGroup::refuse_if_rank0_already_serves() {
-  // Only a titan-train rank 0 is spoken to: libtorch's client aborts the process when another
-  // program on the port resets the connection.
+  // Only a titan-train rank 0 is spoken to (it holds the mark): libtorch's client aborts the
+  // process when another program on the port resets the connection.
   if (!rendezvous_server_marked(static_cast<uint16_t>(world_.master_port))) return;
-  bool claimed = false;
   try {
-    auto other = connect_store(world_, false, std::chrono::seconds(2));
-    claimed = other->check({"claimed/0"});
-    if (claimed) other->add("claimed/0", 1);  // tells the other rank 0 too
+    // Its store may still be starting: the connect retries for a few seconds.
+    auto other = connect_store(world_, false, std::chrono::seconds(5));
+    other->add("claimed/0", 1);  // the other rank 0 sees the count grow and stops too
   } catch (const std::exception&) {
-    return;  // not a rendezvous store: something else holds the port
+    // It is going away: still a second rank 0.
   }
-  if (claimed) throw duplicate_rank();
+  throw duplicate_rank();
 }
 
 ConfigError StoreGroup::duplicate_rank() const {

@@ -75,8 +75,9 @@ class StoreGroup : public ProcessGroup {
   RuntimeFailure collective_failure(const std::string& what, const std::exception& e);
   std::string where() const;
   c10::intrusive_ptr<c10d::TCPStore> open_store();
-  // Rank 0 that cannot bind the port: throws duplicate_rank() when a rendezvous store with a rank
-  // 0 already serves there, else returns.
+  // Rank 0 that cannot take the rendezvous mark (or bind the port): throws duplicate_rank() when
+  // another titan-train rank 0 on this machine holds the mark for the port (after adding to its
+  // claim count, so that it stops too), else returns.
   void refuse_if_rank0_already_serves();
   ConfigError duplicate_rank() const;
   // Throws StoppedBySignal "stopped by SIGTERM during the rendezvous" once one arrived.
