@@ -9,28 +9,24 @@
 #include <vector>
 
 #include "catch_torch.h"
+#include "test_ranks.h"
 #include "test_util.h"
 
 using namespace titan;
 
 namespace {
 
-struct RankResult {
-  int exit_code = -1;
-  std::string output;
-};
-
 // Starts `rank` of a `world`-process world on `port` in the background (a shell fragment), its
-// output and exit code going to <dir>/rank<N>.{out,rc}.
+// output and exit code going to <dir>/rank<N>.{out,rc}: for starts run_ranks cannot express (one
+// rank alone, two processes as one rank).
 std::string start_rank(const std::string& dir, int port, int rank, const std::string& args,
                        int world = 2) {
   return fmt::format(
-      "(env RANK={0} WORLD_SIZE={5} LOCAL_RANK={0} LOCAL_WORLD_SIZE={5} MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT={1} timeout 120 {2} {3} >{4}/rank{0}.out 2>&1; echo $? >{4}/rank{0}.rc) & ",
-      rank, port, test::binary(), args, dir, world);
+      "(env {0} timeout 120 {1} {2} >{3}/rank{4}.out 2>&1; echo $? >{3}/rank{4}.rc) & ",
+      test::rank_env(rank, world, port), test::binary(), args, dir, rank);
 }
 
-RankResult rank_result(const std::string& dir, int rank) {
+test::RankResult rank_result(const std::string& dir, int rank) {
   return {std::stoi(test::read_text(fmt::format("{}/rank{}.rc", dir, rank))),
           test::read_text(fmt::format("{}/rank{}.out", dir, rank))};
 }
@@ -58,12 +54,11 @@ TEST_CASE(
       {"--job.dump_folder " + dir + "/other", "job.dump_folder"},
   };
   for (const auto& [extra, named] : cases) {
-    const int port = test::free_port();
-    test::run_shell(
-        start_rank(dir, port, 0, rank_args(dir, "--metrics.enable_tensorboard")) +
-        start_rank(dir, port, 1, rank_args(dir, "--metrics.enable_tensorboard " + extra)) + "wait");
+    const auto results =
+        test::run_ranks(dir, {rank_args(dir, "--metrics.enable_tensorboard"),
+                              rank_args(dir, "--metrics.enable_tensorboard " + extra)});
     for (int r = 0; r < 2; ++r) {
-      const RankResult result = rank_result(dir, r);
+      const test::RankResult& result = results[r];
       INFO(extra << "\nrank " << r << ": " << result.output);
       CHECK(result.exit_code == 2);
       CHECK_THAT(result.output, Catch::Contains("the ranks were started with different configs") &&
@@ -72,11 +67,10 @@ TEST_CASE(
     }
   }
   // A key each process may set for itself: the run trains.
-  const int port = test::free_port();
-  test::run_shell(start_rank(dir, port, 0, rank_args(dir, "--training.cpu_threads 1")) +
-                  start_rank(dir, port, 1, rank_args(dir, "--training.cpu_threads 2")) + "wait");
+  const auto results = test::run_ranks(dir, {rank_args(dir, "--training.cpu_threads 1"),
+                                             rank_args(dir, "--training.cpu_threads 2")});
   for (int r = 0; r < 2; ++r) {
-    const RankResult result = rank_result(dir, r);
+    const test::RankResult& result = results[r];
     INFO("rank " << r << ": " << result.output);
     CHECK(result.exit_code == 0);
   }
@@ -98,7 +92,7 @@ TEST_CASE(
         fmt::format("sleep 3; pkill -{0} -f '^{1} .*job.dump_folder {2}/run'; "
                     "start=$(date +%s); wait; echo waited=$(( $(date +%s) - start ))",
                     signal, test::binary(), dir));
-    const RankResult result = rank_result(dir, rank);
+    const test::RankResult result = rank_result(dir, rank);
     INFO("rank " << rank << ": " << result.output << r.output);
     CHECK(result.exit_code == code);
     CHECK_THAT(result.output,
@@ -157,7 +151,7 @@ TEST_CASE("hostile ranks: two processes started as one rank both stop with exit 
     }
     test::run_shell(script + "wait");
     for (int copy = 0; copy < 2; ++copy) {
-      const RankResult result = rank_result(fmt::format("{}/copy{}", dir, copy), rank);
+      const test::RankResult result = rank_result(fmt::format("{}/copy{}", dir, copy), rank);
       INFO("RANK=" << rank << ", copy " << copy << ": " << result.output);
       CHECK(result.exit_code == 2);
       CHECK_THAT(result.output, Catch::Contains(fmt::format("is rank {} too", rank)));
