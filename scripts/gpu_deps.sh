@@ -2,14 +2,15 @@
 # Prepares, on a Debian machine with apt, the header-only build dependencies that
 # scripts/gpu_check.sh carries to a GPU machine without a package registry: Debian's -dev packages
 # of toml++, cxxopts, fmt, Catch2 and gloo (headers for c10d's ProcessGroupGloo), PCRE2 and
-# nlohmann-json (the tokenizer; PCRE2's library is the machine's libpcre2-8.so.0), downloaded (not installed) and unpacked into .gpu-deps/
+# nlohmann-json (the tokenizer; PCRE2's static library is linked), and zlib (its static libz.a:
+# the image may lack zlib1g-dev), downloaded (not installed) and unpacked into .gpu-deps/
 # (ignored by git). gpu_check.sh builds with CMAKE_PREFIX_PATH=.gpu-deps/usr and
 # TITAN_HEADER_ONLY_DEPS=ON, so no libfmt.so or libtomlplusplus.so is needed there.
 # libtorch is not among them: gpu_check.sh uses the one inside the machine's PyTorch install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libpcre2-dev
-          nlohmann-json3-dev)
+          nlohmann-json3-dev zlib1g-dev)
 dest=.gpu-deps
 rm -rf "$dest"
 mkdir -p "$dest/debs"
