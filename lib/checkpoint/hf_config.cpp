@@ -1,6 +1,7 @@
 #include "checkpoint/hf_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <cmath>
 #include <map>

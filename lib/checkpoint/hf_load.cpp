@@ -1,5 +1,6 @@
 // load_hf_checkpoint (hf_checkpoint.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <cerrno>
 #include <filesystem>

@@ -1,5 +1,6 @@
 // write_hf_checkpoint (hf_checkpoint.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <sys/stat.h>
 
 #include <filesystem>

@@ -1,6 +1,7 @@
 #include "checkpoint/model_checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <torch/torch.h>
 
 #include <cstdlib>

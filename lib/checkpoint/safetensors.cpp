@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <algorithm>
 #include <cstring>

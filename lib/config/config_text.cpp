@@ -1,5 +1,6 @@
 // Config -> TOML text, and the --help listing. Both walk the field table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "config/field_io.h"
 #include "config/loader.h"

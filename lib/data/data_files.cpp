@@ -1,6 +1,7 @@
 #include "data/data_files.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <sys/stat.h>
 
 #include <algorithm>

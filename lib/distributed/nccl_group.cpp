@@ -4,6 +4,9 @@
 #include "util/error.h"
 
 #ifdef USE_C10D_NCCL
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "distributed/store_group.h"

@@ -2,6 +2,7 @@
 
 #include <ATen/record_function.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <cmath>
 

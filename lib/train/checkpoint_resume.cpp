@@ -3,6 +3,7 @@
 // checkpoint; or checkpoint.initial_load_path (weights only, or a checkpoint's whole state with
 // initial_load_model_only = false).
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,7 @@
 #include "train/rank_agreement.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "train/run_log.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <torch/version.h>
 
 #include <cmath>
