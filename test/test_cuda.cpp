@@ -11,8 +11,10 @@
 #include "ac/recompute.h"
 #include "catch_torch.h"
 #include "determinism/rng_state.h"
+#include "model/causal_attention.h"
 #include "test_util.h"
 #include "util/autocast.h"
+#include "util/hash.h"
 
 using namespace titan;
 
@@ -127,4 +129,38 @@ TEST_CASE("cuda: an AC block recomputes under the forward's autocast (the dtype 
   CHECK_NOTHROW(out.to(at::kFloat).sum().backward());
   REQUIRE(w.grad().defined());
   CHECK(w.grad().scalar_type() == at::kFloat);
+}
+
+TEST_CASE("cuda: a CUDA tensor is hashed on the device, as words_checksum of its CPU copy",
+          "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  auto cpu = at::randn({1000, 37});
+  auto cuda = cpu.to(c10::Device(c10::kCUDA, 0));
+  CHECK(tensor_checksum(cuda) == words_checksum(cpu));
+  CHECK(tensor_checksum(cuda.t()) == words_checksum(cpu.t()));
+}
+
+// The first GPU run (PyTorch 2.11, H200) stopped every AC run at step 1: under the checkpointed
+// forward's no-grad, SDPA ran cuDNN's kernel without the logsumexp, and the recomputation with it.
+TEST_CASE("cuda: an AC block with SDPA attention recomputes the ops of its forward, in bf16",
+          "[cuda][ac]") {
+  SKIP_WITHOUT_CUDA();
+  auto cuda = at::TensorOptions(c10::Device(c10::kCUDA, 0));
+  auto w = (at::randn({16, 16}, cuda) * 0.25).requires_grad_();
+  BlockFunction block = [w](const at::Tensor& in) {  // in: (B, H, T, D)
+    auto q = at::matmul(in, w);
+    return causal_attention(q, q * 0.5, in);
+  };
+  for (auto check : {RecomputeCheck::kDefault, RecomputeCheck::kBitwise}) {
+    INFO("determinism_check " << (check == RecomputeCheck::kBitwise ? "bitwise" : "default"));
+    auto x = at::randn({2, 4, 256, 16}, cuda).requires_grad_();
+    ac::RecomputeOptions options;
+    options.block_name = "layers.0";
+    options.check = check;
+    AutocastScope scope(c10::kCUDA, true, at::kBFloat16);
+    at::Tensor out;
+    REQUIRE_NOTHROW(out = ac::run_recomputed(block, x, options));
+    REQUIRE_NOTHROW(out.to(at::kFloat).sum().backward());
+    CHECK(x.grad().isfinite().all().item<bool>());
+  }
 }

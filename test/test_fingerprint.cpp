@@ -110,6 +110,38 @@ TEST_CASE("fingerprint: the parameter checksum sees a single flipped bit and ign
   CHECK(tensors_checksum({b, a, c}) != one_thread);  // order matters
 }
 
+TEST_CASE(
+    "fingerprint: words_checksum (a device tensor's) sees one changed word, moved words "
+    "and a changed tail byte, not the memory layout or the threads",
+    "[fingerprint]") {
+  auto a = at::randn({64, 1000});
+  const uint64_t base = words_checksum(a);
+  auto flipped = a.clone();
+  reinterpret_cast<uint32_t*>(flipped.data_ptr<float>())[31337] ^= 1u;  // lowest mantissa bit
+  CHECK(words_checksum(flipped) != base);
+  auto words = at::randn({1000}, at::kDouble);  // one value a word: a swap moves whole words
+  auto swapped = words.clone();
+  swapped[3] = words[7];
+  swapped[7] = words[3];
+  CHECK(words_checksum(swapped) != words_checksum(words));
+  // The logical order is hashed: a transposed view hashes as its contiguous copy.
+  CHECK(words_checksum(a.t()) == words_checksum(a.t().contiguous()));
+  CHECK(words_checksum(a.t()) != base);
+  // 13 bytes: the last word is padded, and its one real byte still counts.
+  auto bytes = at::arange(13, at::kByte);
+  auto last_changed = bytes.clone();
+  last_changed[12] = 99;
+  CHECK(words_checksum(last_changed) != words_checksum(bytes));
+  CHECK(words_checksum(bytes.narrow(0, 1, 12)) != words_checksum(bytes.narrow(0, 0, 12)));
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(1);
+  const uint64_t one_thread = words_checksum(a);
+  at::set_num_threads(threads_before);
+  CHECK(one_thread == base);
+  // CPU tensors keep hash_bytes (fingerprint.log's values of CPU runs are unchanged).
+  CHECK(tensor_checksum(a) != base);
+}
+
 TEST_CASE("fingerprint: the config hash ignores output-only keys and sees the rest",
           "[fingerprint]") {
   Config base;

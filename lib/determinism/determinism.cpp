@@ -215,8 +215,9 @@ std::string format_determinism_block(const DeterminismRecord& r, const std::stri
       line("fill_uninitialized_memory",
            r.fill_uninitialized_memory ? yes_no(*r.fill_uninitialized_memory) + " (PyTorch default)"
                                        : std::string("n/a (libtorch < 2.2)"));
-  out += line("cpu_threads", fmt::format("{} (OpenBLAS {})", r.cpu_threads,
-                                         r.blas_threads_set ? "matched" : "not OpenBLAS"));
+  out += line("cpu_threads",
+              fmt::format("{} ({})", r.cpu_threads,
+                          r.blas_threads_set ? "OpenBLAS matched" : "the BLAS is not OpenBLAS"));
   if (!r.blas_kernels.core.empty()) out += line("blas_kernels", r.blas_kernels.description());
   out += line("device", device);
   out += line("world_size", fmt::format("{} (rank {})", r.world_size, r.rank));

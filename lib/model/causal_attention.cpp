@@ -248,6 +248,36 @@ bool fused_kernel_applies(int64_t head_dim, at::ScalarType dtype, at::Device dev
          head_dim % 8 == 0;
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+at::Tensor causal_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true);
+}
+
+// SDPA computes the logsumexp its backward needs only under grad mode with inputs that ask for
+// a gradient, and on CUDA that is another kernel (cuDNN's, with other ops and outputs). Under
+// no-grad, that is a checkpointed block's first forward, it would not run what the block's
+// recomputation (under grad) runs, and the recompute check would name it on its first step. So
+// it runs as in training, on detached inputs that ask for a gradient, and the graph is dropped.
+at::Tensor sdpa_as_in_training(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (at::GradMode::is_enabled()) return causal_sdpa(q, k, v);
+  at::Tensor q_leaf, k_leaf, v_leaf;
+  {
+    at::DisableRecordFunctionGuard not_ops_of_the_model;
+    q_leaf = q.detach().requires_grad_();
+    k_leaf = k.detach().requires_grad_();
+    v_leaf = v.detach().requires_grad_();
+  }
+  at::Tensor out;
+  {
+    at::AutoGradMode grad(true);
+    out = causal_sdpa(q_leaf, k_leaf, v_leaf);
+  }
+  at::DisableRecordFunctionGuard not_ops_of_the_model;
+  return out.detach();
+}
+#endif
+
 }  // namespace
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -290,10 +320,7 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
       break;
   }
 #if TORCH_VERSION_MAJOR >= 2
-  return observed_as_one_op(kOpName, {q, k, v}, [&] {
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true);
-  });
+  return observed_as_one_op(kOpName, {q, k, v}, [&] { return sdpa_as_in_training(q, k, v); });
 #else
   TORCH_CHECK(false, "causal_attention: scaled_dot_product_attention needs libtorch 2");
 #endif

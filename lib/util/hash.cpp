@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -56,10 +57,57 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 uint64_t tensor_checksum(const at::Tensor& t) {
+  if (!t.device().is_cpu()) return words_checksum(t);
   at::DisableRecordFunctionGuard no_recording;
-  at::Tensor host = t.device().is_cpu() ? t : t.to(at::kCPU);
-  if (!host.is_contiguous()) host = host.contiguous();
+  const at::Tensor host = t.is_contiguous() ? t : t.contiguous();
   return hash_bytes(host.data_ptr(), host.nbytes());
+}
+
+namespace {
+
+// The tensor's bytes as int64 words, zero-padded to a whole word: a copy where the bytes do not
+// start on a word boundary or do not fill the last word.
+at::Tensor as_words(const at::Tensor& t) {
+  at::Tensor bytes = t.contiguous().view({-1}).view(at::kByte);  // (nbytes,)
+  const int64_t pad = (8 - bytes.numel() % 8) % 8;
+  if (pad > 0) {
+    bytes = at::constant_pad_nd(bytes, {0, pad}, 0);
+  } else if (bytes.storage_offset() % 8 != 0) {
+    bytes = bytes.clone();
+  }
+  return bytes.view(at::kLong);  // (words,)
+}
+
+// Bit patterns of the mixing constants as int64 (ATen's integer arithmetic wraps).
+int64_t as_int64(uint64_t bits) {
+  int64_t v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+uint64_t words_checksum(const at::Tensor& t) {
+  at::DisableRecordFunctionGuard no_recording;
+  at::NoGradGuard no_grad;
+  const at::Tensor words = as_words(t.detach());
+  const int64_t n = words.numel();
+  // Chunks bound the temporaries (a 1 GB embedding would need 2 GB of them at once).
+  constexpr int64_t kWordsPerChunk = int64_t(1) << 24;
+  const auto index_options = at::TensorOptions().dtype(at::kLong).device(words.device());
+  at::Tensor total = at::zeros({}, index_options);
+  for (int64_t begin = 0; begin < n; begin += kWordsPerChunk) {
+    const int64_t end = std::min(n, begin + kWordsPerChunk);
+    // An odd multiplier per index: w -> w * k is a bijection, and so is each step after it.
+    at::Tensor k = at::arange(begin, end, index_options).mul_(2).add_(1);
+    k.mul_(as_int64(0x9e3779b97f4a7c15ull));
+    at::Tensor m = words.slice(0, begin, end).mul(k);
+    m.bitwise_xor_(m.bitwise_right_shift(32).bitwise_and_(int64_t{0xffffffff}));  // logical shift
+    m.mul_(as_int64(0xbf58476d1ce4e5b9ull));
+    total.add_(m.sum());
+  }
+  return hash_combine(static_cast<uint64_t>(t.nbytes()),
+                      static_cast<uint64_t>(total.item<int64_t>()));
 }
 
 uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {

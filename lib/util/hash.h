@@ -36,9 +36,18 @@ uint64_t hash_combine(uint64_t seed, uint64_t value);
 // The splitmix64 generator: advances `state` and returns the next well-mixed 64-bit value.
 uint64_t splitmix64(uint64_t& state);
 
-// Hash of a tensor's bytes (copied to the CPU and made contiguous first when needed). Runs no
-// op that an at::RecordFunction observer (the AC op trace) would record.
+// Hash of a tensor's bytes, computed where the tensor lives: hash_bytes for a CPU tensor,
+// words_checksum for any other, so that no step copies a model to the host (a 1B model's
+// per-step params checksum cost 5 s a step on an H200 that way). Checksums therefore compare
+// only between tensors on the same kind of device. Runs no op that an at::RecordFunction observer
+// (the AC op trace) would record.
 uint64_t tensor_checksum(const at::Tensor& t);
+
+// Hash of a tensor's bytes (in its logical order) by ATen ops on its own device: the bytes are
+// read as 64-bit words, each word mixed with its index by bijective steps and the mixed words
+// summed modulo 2^64. Integer sums do not depend on the order of reduction, so the result is the
+// same on every device and thread count; any change to one word changes it.
+uint64_t words_checksum(const at::Tensor& t);
 
 // Order-dependent checksum of `tensors`: equal exactly when every tensor's bytes are equal (up to
 // hash collisions), independent of the thread count.
