@@ -89,7 +89,6 @@ int64_t as_int64(uint64_t bits) {
 
 uint64_t words_checksum(const at::Tensor& t) {
   at::DisableRecordFunctionGuard no_recording;
-  at::NoGradGuard no_grad;
   const at::Tensor words = as_words(t.detach());
   const int64_t n = words.numel();
   // Chunks bound the temporaries (a 1 GB embedding would need 2 GB of them at once).
