@@ -9,16 +9,30 @@
 namespace titan {
 namespace {
 
-// L2 norm over tensors: each tensor's in its own dtype (a float32 reduction is accurate to about
-// 1e-7 relative; converting to float64 first would copy every tensor), combined in float64.
-double l2_norm(const std::vector<at::Tensor>& tensors) {
-  double sum_squares = 0;
-  for (const auto& t : tensors) {
-    if (!t.defined()) continue;
-    const double norm = at::linalg_vector_norm(t.detach(), 2).item<double>();
-    sum_squares += norm * norm;
+// The L2 norm of each group of tensors: each tensor's in its own dtype (a float32 reduction is
+// accurate to about 1e-7 relative; converting to float64 first would copy every tensor), combined
+// in float64 on the host. All norms come to the host in one copy: one synchronization a call
+// instead of one a tensor, which on a GPU cost more than the norms.
+std::vector<double> l2_norms(const std::vector<std::vector<at::Tensor>>& groups) {
+  std::vector<at::Tensor> norms;
+  for (const auto& group : groups) {
+    for (const auto& t : group) {
+      if (t.defined()) norms.push_back(at::linalg_vector_norm(t.detach(), 2).to(at::kDouble));
+    }
   }
-  return std::sqrt(sum_squares);
+  const at::Tensor host = norms.empty() ? at::Tensor() : at::stack(norms).cpu();
+  const double* norm = norms.empty() ? nullptr : host.data_ptr<double>();
+  std::vector<double> result;
+  for (const auto& group : groups) {
+    double sum_squares = 0;
+    for (const auto& t : group) {
+      if (!t.defined()) continue;
+      sum_squares += *norm * *norm;
+      ++norm;
+    }
+    result.push_back(std::sqrt(sum_squares));
+  }
+  return result;
 }
 
 std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
@@ -124,10 +138,13 @@ void LayerNorms::before_step(StepContext& context) {
 void LayerNorms::gradients_ready(const StepRequest&) {
   if (!measuring_) return;
   ScopedSeconds timed(cost_.seconds);
-  for (Part& part : parts_) {
-    const std::vector<at::Tensor> grads = gradients(part.params);
-    part.grad_norm = l2_norm(grads);
-    if (with_histograms_) add_histogram(histograms_, "layers/" + part.name + "/grads", grads);
+  std::vector<std::vector<at::Tensor>> grads;
+  for (const Part& part : parts_) grads.push_back(gradients(part.params));
+  const std::vector<double> norms = l2_norms(grads);
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    parts_[i].grad_norm = norms[i];
+    if (with_histograms_)
+      add_histogram(histograms_, "layers/" + parts_[i].name + "/grads", grads[i]);
   }
 }
 
@@ -137,15 +154,22 @@ void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
   measuring_ = false;
   ++cost_.count;
   at::NoGradGuard no_grad;
+  // Weights then updates, every part's, in one transfer. The update is computed in place of the
+  // copy taken before the step (no second copy).
+  std::vector<std::vector<at::Tensor>> groups;
   for (Part& part : parts_) {
-    // The update, in place of the copy taken before the step (no second copy).
     for (size_t i = 0; i < part.params.size(); ++i) part.before[i].sub_(part.params[i].detach());
-    const std::vector<at::Tensor>& updates = part.before;
+    groups.push_back(part.params);
+  }
+  for (const Part& part : parts_) groups.push_back(part.before);
+  const std::vector<double> norms = l2_norms(groups);
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    Part& part = parts_[i];
     PartNorms n;
     n.name = part.name;
     n.grad_norm = part.grad_norm;
-    n.weight_norm = l2_norm(part.params);
-    n.update_norm = l2_norm(updates);
+    n.weight_norm = norms[i];
+    n.update_norm = norms[parts_.size() + i];
     outcome.layers.push_back(n);
     part.before.clear();
     if (with_histograms_)
