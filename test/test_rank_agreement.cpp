@@ -25,6 +25,14 @@ class ScriptedGroup : public ProcessGroup {
   std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor, const std::string&) override {
     throw std::logic_error("not used");
   }
+  std::unique_ptr<PendingCollective> start_all_gather(at::Tensor, at::Tensor,
+                                                      const std::string&) override {
+    throw std::logic_error("not used");
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor, at::Tensor,
+                                                              const std::string&) override {
+    throw std::logic_error("not used");
+  }
   bool any_rank(bool flag, const std::string&) override { return flag; }
   std::string broadcast(const std::string&, const std::string& value) override { return value; }
   std::vector<std::string> gather(const std::string&, const std::string& value) override {

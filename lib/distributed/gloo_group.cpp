@@ -45,6 +45,13 @@ class GlooGroup : public StoreGroup {
     return gloo_->allreduce(tensors);
   }
 
+  c10::intrusive_ptr<c10d::Work> all_gather(at::Tensor& full, at::Tensor& shard) override {
+    // The rank-sized row blocks of `full` are contiguous views: Gloo writes into them.
+    std::vector<std::vector<at::Tensor>> outputs{full.chunk(size(), 0)};
+    std::vector<at::Tensor> inputs{shard};
+    return gloo_->allgather(outputs, inputs);
+  }
+
   at::Device flag_device() const override { return at::kCPU; }
 
  private:

@@ -54,6 +54,14 @@ class NcclGroup : public StoreGroup {
     return nccl_->allreduce(tensors);
   }
 
+  c10::intrusive_ptr<c10d::Work> all_gather(at::Tensor& full, at::Tensor& shard) override {
+    return nccl_->_allgather_base(full, shard);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(at::Tensor& shard, at::Tensor& full) override {
+    return nccl_->_reduce_scatter_base(shard, full);
+  }
+
   at::Device flag_device() const override { return device_; }
 
  private:

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
 
 #include "distributed/gloo_group.h"
 #include "distributed/nccl_group.h"
@@ -25,6 +26,18 @@ class SingleProcessGroup : public ProcessGroup {
   std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor, const std::string&) override {
     return std::make_unique<Done>();
   }
+  std::unique_ptr<PendingCollective> start_all_gather(at::Tensor full, at::Tensor shard,
+                                                      const std::string&) override {
+    check_shard_shapes(full, shard, 1, "all-gather");
+    full.copy_(shard);
+    return std::make_unique<Done>();
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor shard, at::Tensor full,
+                                                              const std::string&) override {
+    check_shard_shapes(full, shard, 1, "reduce-scatter");
+    shard.copy_(full);
+    return std::make_unique<Done>();
+  }
   bool any_rank(bool flag, const std::string&) override { return flag; }
   std::string broadcast(const std::string&, const std::string& value) override { return value; }
   std::vector<std::string> gather(const std::string&, const std::string& value) override {
@@ -43,6 +56,22 @@ std::string set_default_env(const char* name, const char* value) {
 }
 
 }  // namespace
+
+void check_shard_shapes(const at::Tensor& full, const at::Tensor& shard, int64_t ranks,
+                        const char* collective) {
+  const bool ok = full.defined() && shard.defined() && full.dim() >= 1 &&
+                  full.dim() == shard.dim() && full.is_contiguous() && shard.is_contiguous() &&
+                  full.scalar_type() == shard.scalar_type() && full.device() == shard.device() &&
+                  full.size(0) == shard.size(0) * ranks &&
+                  full.sizes().slice(1) == shard.sizes().slice(1);
+  if (!ok) {
+    throw std::invalid_argument(fmt::format(
+        "{}: needs a contiguous full tensor of {} x the shard's rows and a contiguous shard of "
+        "the same dtype, device and other dims; got full {} and shard {}",
+        collective, ranks, full.defined() ? c10::str(full.sizes()) : "undefined",
+        shard.defined() ? c10::str(shard.sizes()) : "undefined"));
+  }
+}
 
 GroupBackend choose_backend(CommBackend requested, int64_t world_size, const c10::Device& device,
                             bool nccl_built) {

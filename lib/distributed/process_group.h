@@ -52,6 +52,25 @@ class ProcessGroup {
   void all_reduce_sum(at::Tensor tensor, const std::string& what) {
     start_all_reduce_sum(std::move(tensor), what)->wait();
   }
+  // FSDP's two collectives, on tensors split by rank along dim 0: rank r owns rows
+  // [r * n, (r + 1) * n) of `full`, n = shard.size(0). Both require: full and shard contiguous,
+  // of one dtype and device, full.size(0) == n * size() with the other dims equal, the same
+  // shapes on every rank, in the same order; neither tensor touched until wait() returned.
+  // (check_shard_shapes throws std::invalid_argument otherwise.)
+  //
+  // start_all_gather: every rank's `shard` into its rows of `full`, on every rank.
+  virtual std::unique_ptr<PendingCollective> start_all_gather(at::Tensor full, at::Tensor shard,
+                                                              const std::string& what) = 0;
+  // start_reduce_scatter_sum: `full` summed over the ranks, this rank's rows of the sum into
+  // `shard`; `full` is scratch afterwards. On Gloo (libtorch 1.13's has no reduce-scatter) it
+  // is an all-reduce of `full` followed by a copy of the rank's rows: every element's sum is bit
+  // for bit start_all_reduce_sum's, at the cost of moving the whole of `full` (an all-reduce
+  // moves about twice what a reduce-scatter does). NCCL runs its own reduce-scatter, which
+  // orders its sums as NCCL chooses.
+  virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor shard,
+                                                                      at::Tensor full,
+                                                                      const std::string& what) = 0;
+
   // True when `flag` is true on any rank (every rank must call it).
   virtual bool any_rank(bool flag, const std::string& what) = 0;
 
@@ -65,6 +84,11 @@ class ProcessGroup {
   // after step 1; the init timeout before).
   virtual void set_timeout(std::chrono::seconds timeout) = 0;
 };
+
+// Throws std::invalid_argument naming `collective` unless `full` and `shard` are what
+// start_all_gather and start_reduce_scatter_sum require of them for a group of `ranks`.
+void check_shard_shapes(const at::Tensor& full, const at::Tensor& shard, int64_t ranks,
+                        const char* collective);
 
 // A refusal one rank met, carried to the others as a typed message: a ConfigError's three parts.
 struct RankRefusal {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -78,18 +79,22 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldInfo& w, bool server
 }
 
 // A collective in flight, waited for under its group's guard.
+// A backend's work, and what is left to do once it is done (`then`, may be empty).
 class StorePending : public PendingCollective {
  public:
-  StorePending(StoreGroup& group, c10::intrusive_ptr<c10d::Work> work, std::string what)
-      : group_(group), work_(std::move(work)), what_(std::move(what)) {}
+  StorePending(StoreGroup& group, c10::intrusive_ptr<c10d::Work> work, std::string what,
+               std::function<void()> then = {})
+      : group_(group), work_(std::move(work)), what_(std::move(what)), then_(std::move(then)) {}
   void wait() override {
     group_.guarded(what_, [&] { return work_->wait(); });
+    if (then_) then_();
   }
 
  private:
   StoreGroup& group_;
   c10::intrusive_ptr<c10d::Work> work_;
   std::string what_;
+  std::function<void()> then_;
 };
 
 }  // namespace
@@ -164,6 +169,29 @@ std::unique_ptr<PendingCollective> StoreGroup::start_all_reduce_sum(at::Tensor t
   std::vector<at::Tensor> tensors{std::move(tensor)};
   return guarded(what,
                  [&] { return std::make_unique<StorePending>(*this, all_reduce(tensors), what); });
+}
+
+std::unique_ptr<PendingCollective> StoreGroup::start_all_gather(at::Tensor full, at::Tensor shard,
+                                                                const std::string& what) {
+  check_shard_shapes(full, shard, size(), "all-gather");
+  return guarded(
+      what, [&] { return std::make_unique<StorePending>(*this, all_gather(full, shard), what); });
+}
+
+std::unique_ptr<PendingCollective> StoreGroup::start_reduce_scatter_sum(at::Tensor shard,
+                                                                        at::Tensor full,
+                                                                        const std::string& what) {
+  check_shard_shapes(full, shard, size(), "reduce-scatter");
+  return guarded(what, [&]() -> std::unique_ptr<PendingCollective> {
+    if (auto work = reduce_scatter(shard, full)) {
+      return std::make_unique<StorePending>(*this, std::move(work), what);
+    }
+    std::vector<at::Tensor> tensors{full};
+    const int64_t rows = shard.size(0), first = rank() * rows;
+    return std::make_unique<StorePending>(*this, all_reduce(tensors), what, [=]() mutable {
+      shard.copy_(full.narrow(0, first, rows));
+    });
+  });
 }
 
 bool StoreGroup::any_rank(bool flag, const std::string& what) {

@@ -40,6 +40,10 @@ class StoreGroup : public ProcessGroup {
   int64_t size() const override { return world_.world_size; }
   std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor tensor,
                                                           const std::string& what) override;
+  std::unique_ptr<PendingCollective> start_all_gather(at::Tensor full, at::Tensor shard,
+                                                      const std::string& what) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor shard, at::Tensor full,
+                                                              const std::string& what) override;
   bool any_rank(bool flag, const std::string& what) override;
   std::string broadcast(const std::string& key, const std::string& value) override;
   std::vector<std::string> gather(const std::string& key, const std::string& value) override;
@@ -68,6 +72,13 @@ class StoreGroup : public ProcessGroup {
   virtual void build_backend(std::chrono::milliseconds timeout) = 0;
   // Starts an in-place sum of `tensors` over the ranks.
   virtual c10::intrusive_ptr<c10d::Work> all_reduce(std::vector<at::Tensor>& tensors) = 0;
+  // Starts start_all_gather's gather (shapes checked already).
+  virtual c10::intrusive_ptr<c10d::Work> all_gather(at::Tensor& full, at::Tensor& shard) = 0;
+  // Starts a reduce-scatter into `shard` when the backend has one; nullptr when it has not, and
+  // start_reduce_scatter_sum all-reduces `full` instead (Gloo).
+  virtual c10::intrusive_ptr<c10d::Work> reduce_scatter(at::Tensor& shard, at::Tensor& full) {
+    return {};
+  }
   // Where any_rank's flag lives (the backend's device).
   virtual at::Device flag_device() const = 0;
 

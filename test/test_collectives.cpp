@@ -1,0 +1,159 @@
+// FSDP's collectives (ProcessGroup::start_all_gather, start_reduce_scatter_sum) on real Gloo
+// groups of several ranks, one thread a rank in this process, and on the single-process group.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <exception>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "catch_torch.h"
+#include "distributed/process_group.h"
+#include "test_util.h"
+
+namespace titan {
+namespace {
+
+// What one rank computed: the tensors the test asserts on, in the main thread (Catch's
+// assertions are not thread-safe).
+using RankOutputs = std::vector<at::Tensor>;
+
+// Runs body(group) on each rank of a `world`-rank Gloo group on loopback, one thread a rank, and
+// returns each rank's outputs by rank; rethrows the first rank's exception.
+std::vector<RankOutputs> on_gloo_ranks(int64_t world,
+                                       const std::function<RankOutputs(ProcessGroup&)>& body) {
+  const int port = test::free_port();
+  std::vector<RankOutputs> outputs(world);
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        WorldInfo w;
+        w.rank = w.local_rank = r;
+        w.world_size = w.local_world_size = world;
+        w.master_addr = "127.0.0.1";
+        w.master_port = port;
+        CommConfig comm;
+        comm.init_timeout_seconds = 60;
+        auto group =
+            make_process_group(w, comm, GroupBackend::kGloo, c10::Device(c10::kCPU), false);
+        outputs[r] = body(*group);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return outputs;
+}
+
+// Rank r's (world * 3, 5) float tensor: values whose float sums depend on the order they are
+// added in, so that only the all-reduce's own order reproduces its bits.
+// (A generator of its own: the ranks' threads would race on the global one.)
+at::Tensor rank_values(int64_t rank, int64_t world) {
+  auto generator = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));
+  return at::randn({world * 3, 5}, generator) * std::pow(10.0, static_cast<double>(rank % 3) * 3);
+}
+
+}  // namespace
+
+TEST_CASE("collectives: a Gloo all-gather puts every rank's shard at its rank's rows, everywhere",
+          "[distributed]") {
+  const int64_t world = 3;
+  auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
+    at::Tensor shard = at::full({2, 4}, static_cast<double>(group.rank() + 1)) +
+                       at::arange(8, at::kFloat).view({2, 4});
+    at::Tensor full = at::zeros({2 * world, 4});
+    group.start_all_gather(full, shard, "the test's all-gather")->wait();
+    return {full};
+  });
+  std::vector<at::Tensor> shards;
+  for (int64_t r = 0; r < world; ++r)
+    shards.push_back(at::full({2, 4}, static_cast<double>(r + 1)) +
+                     at::arange(8, at::kFloat).view({2, 4}));
+  const at::Tensor expected = at::cat(shards);
+  for (int64_t r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    CHECK(at::equal(outputs[r][0], expected));
+  }
+}
+
+TEST_CASE(
+    "collectives: a Gloo reduce-scatter leaves each rank its rows of the all-reduce's sums, bit "
+    "for bit",
+    "[distributed]") {
+  for (int64_t world : {2, 4}) {
+    INFO("world " << world);
+    auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
+      at::Tensor reduced = rank_values(group.rank(), world);
+      group.all_reduce_sum(reduced, "the test's all-reduce");
+      at::Tensor full = rank_values(group.rank(), world);
+      at::Tensor shard = at::full({3, 5}, -1.0f);
+      group.start_reduce_scatter_sum(shard, full, "the test's reduce-scatter")->wait();
+      return {reduced, shard};
+    });
+    at::Tensor sum = at::zeros({world * 3, 5}, at::kDouble);
+    for (int64_t r = 0; r < world; ++r) sum += rank_values(r, world).to(at::kDouble);
+    for (int64_t r = 0; r < world; ++r) {
+      INFO("rank " << r);
+      const at::Tensor rows = outputs[r][0].narrow(0, r * 3, 3);
+      CHECK(at::equal(outputs[r][1], rows));
+      // And they are the sums (to float rounding), not some other rows.
+      CHECK(at::allclose(outputs[r][1].to(at::kDouble), sum.narrow(0, r * 3, 3), 1e-5, 1e-3));
+    }
+  }
+}
+
+TEST_CASE(
+    "collectives: mismatched shard shapes are refused naming the collective, before any "
+    "rank waits",
+    "[distributed]") {
+  auto outputs = on_gloo_ranks(2, [&](ProcessGroup& group) -> RankOutputs {
+    std::string gather_error, scatter_error;
+    try {
+      group.start_all_gather(at::zeros({5, 2}), at::zeros({2, 2}), "x");
+    } catch (const std::invalid_argument& e) {
+      gather_error = e.what();
+    }
+    try {
+      group.start_reduce_scatter_sum(at::zeros({2, 3}), at::zeros({4, 2}), "x");
+    } catch (const std::invalid_argument& e) {
+      scatter_error = e.what();
+    }
+    // The group still works after the refusals (no rank was left waiting).
+    at::Tensor one = at::ones({1});
+    group.all_reduce_sum(one, "the test's all-reduce");
+    return {at::tensor(
+                {static_cast<int64_t>(gather_error.find("all-gather: needs") == 0),
+                 static_cast<int64_t>(scatter_error.find("reduce-scatter: needs") == 0),
+                 static_cast<int64_t>(gather_error.find("got full [5, 2]") != std::string::npos)}),
+            one};
+  });
+  for (const auto& o : outputs) {
+    CHECK(at::equal(o[0], at::tensor({int64_t{1}, int64_t{1}, int64_t{1}})));
+    CHECK(o[1].item<float>() == 2.0f);
+  }
+}
+
+TEST_CASE("collectives: the single-process group's all-gather and reduce-scatter are copies",
+          "[distributed]") {
+  WorldInfo w;
+  auto group =
+      make_process_group(w, CommConfig{}, GroupBackend::kSingle, c10::Device(c10::kCPU), false);
+  const at::Tensor shard = at::randn({3, 2});
+  at::Tensor full = at::zeros({3, 2});
+  group->start_all_gather(full, shard, "x")->wait();
+  CHECK(at::equal(full, shard));
+  at::Tensor out = at::zeros({3, 2});
+  group->start_reduce_scatter_sum(out, shard.clone(), "x")->wait();
+  CHECK(at::equal(out, shard));
+  CHECK_THROWS_AS(group->start_all_gather(at::zeros({4, 2}), shard, "x"), std::invalid_argument);
+}
+
+}  // namespace titan
