@@ -11,6 +11,7 @@
 
 #include "catch_torch.h"
 #include "distributed/process_group.h"
+#include "distributed/shard_layout.h"
 #include "test_util.h"
 
 namespace titan {
@@ -59,6 +60,16 @@ std::vector<RankOutputs> on_gloo_ranks(int64_t world,
 at::Tensor rank_values(int64_t rank, int64_t world) {
   auto generator = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));
   return at::randn({world * 3, 5}, generator) * std::pow(10.0, static_cast<double>(rank % 3) * 3);
+}
+
+// A unit's parameters of awkward shapes: rows that do not divide by 3 ranks, a vector, a 3-D
+// tensor, and one row (two of three ranks hold padding only). Values from `seed`.
+std::vector<at::Tensor> unit_tensors(uint64_t seed) {
+  auto generator = at::detail::createCPUGenerator(seed);
+  std::vector<at::Tensor> out;
+  for (const auto& sizes : std::vector<std::vector<int64_t>>{{7, 3}, {4}, {2, 2, 2}, {1, 5}})
+    out.push_back(at::randn(sizes, generator) * static_cast<double>(seed % 7 + 1));
+  return out;
 }
 
 }  // namespace
@@ -154,6 +165,68 @@ TEST_CASE("collectives: the single-process group's all-gather and reduce-scatter
   group->start_reduce_scatter_sum(out, shard.clone(), "x")->wait();
   CHECK(at::equal(out, shard));
   CHECK_THROWS_AS(group->start_all_gather(at::zeros({4, 2}), shard, "x"), std::invalid_argument);
+}
+
+TEST_CASE(
+    "collectives: a unit's layout splits each parameter along dim 0 as FSDP2 does, the last "
+    "ranks padded, and unpacking the rank-major segments gives the parameters back",
+    "[distributed]") {
+  const auto full = unit_tensors(3);
+  UnitLayout three(full, 3);
+  // ceil(rows / 3) rows a rank: 3 x 3, 2, 1 x 4, 1 x 5 elements.
+  CHECK(three.segment_numel() == 9 + 2 + 4 + 5);
+  CHECK(three.params()[0].real_rows(2) == 1);
+  CHECK(three.params()[3].real_rows(1) == 0);
+  const at::Tensor last = three.segment_of(full, 2);
+  CHECK(at::equal(three.shard_view(last, 0)[0], full[0][6]));
+  CHECK(at::equal(three.shard_view(last, 0).narrow(0, 1, 2), at::zeros({2, 3})));  // padding
+  CHECK(at::equal(three.shard_view(last, 3), at::zeros({1, 5})));
+  for (int64_t ranks = 1; ranks <= 9; ++ranks) {
+    INFO(ranks << " ranks");
+    UnitLayout layout(full, ranks);
+    const auto back = layout.unpack_gathered(layout.pack_for_reduce_scatter(full));
+    REQUIRE(back.size() == full.size());
+    for (size_t i = 0; i < full.size(); ++i) CHECK(at::equal(back[i], full[i]));
+  }
+  CHECK_THROWS_AS(UnitLayout({at::scalar_tensor(1.0)}, 2), std::invalid_argument);  // 0-dim
+  CHECK_THROWS_AS(three.unpack_gathered(at::zeros({5})), std::invalid_argument);
+}
+
+TEST_CASE(
+    "collectives: a unit goes through Gloo as FSDP moves it: its shards all-gathered into the "
+    "parameters, its gradients reduce-scattered into each rank's shard of their sums",
+    "[distributed]") {
+  const int64_t world = 3;
+  auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
+    const auto params = unit_tensors(11);  // the same on every rank
+    UnitLayout layout(params, group.size());
+    at::Tensor gathered = at::zeros({group.size() * layout.segment_numel()});
+    group.start_all_gather(gathered, layout.segment_of(params, group.rank()), "unit 0's gather")
+        ->wait();
+    RankOutputs out = layout.unpack_gathered(gathered);
+    at::Tensor shard = at::zeros({layout.segment_numel()});
+    group
+        .start_reduce_scatter_sum(shard,
+                                  layout.pack_for_reduce_scatter(unit_tensors(20 + group.rank())),
+                                  "unit 0's reduce-scatter")
+        ->wait();
+    out.push_back(shard);
+    return out;
+  });
+  const auto params = unit_tensors(11);
+  std::vector<at::Tensor> sums;
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor sum = at::zeros(params[i].sizes(), at::kDouble);
+    for (int64_t r = 0; r < world; ++r) sum += unit_tensors(20 + r)[i].to(at::kDouble);
+    sums.push_back(sum);
+  }
+  UnitLayout layout(params, world);
+  for (int64_t r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    for (size_t i = 0; i < params.size(); ++i) CHECK(at::equal(outputs[r][i], params[i]));
+    const at::Tensor expected = layout.segment_of(sums, r);
+    CHECK(at::allclose(outputs[r].back().to(at::kDouble), expected, 1e-6, 1e-5));
+  }
 }
 
 }  // namespace titan
