@@ -13,6 +13,7 @@
 #include "distributed/process_group.h"
 #include "distributed/shard_layout.h"
 #include "test_util.h"
+#include "util/error.h"
 
 namespace titan {
 namespace {
@@ -227,6 +228,24 @@ TEST_CASE(
     const at::Tensor expected = layout.segment_of(sums, r);
     CHECK(at::allclose(outputs[r].back().to(at::kDouble), expected, 1e-6, 1e-5));
   }
+}
+
+TEST_CASE("collectives: a rank gone before an all-gather is named by the others", "[distributed]") {
+  auto outputs = on_gloo_ranks(3, [&](ProcessGroup& group) -> RankOutputs {
+    if (group.rank() == 2) return {};  // leaves: its group (and heartbeat) ends with this scope
+    std::string message;
+    try {
+      at::Tensor full = at::zeros({6, 2});
+      group.start_all_gather(full, at::ones({2, 2}), "unit 4's all-gather of step 9")->wait();
+    } catch (const RuntimeFailure& e) {
+      message = e.what();
+    }
+    const bool named = message.find("unit 4's all-gather of step 9 failed") != std::string::npos &&
+                       message.find("rank 2 is gone") != std::string::npos;
+    if (!named) throw std::runtime_error("rank " + std::to_string(group.rank()) + ": " + message);
+    return {};
+  });
+  CHECK(outputs.size() == 3);
 }
 
 }  // namespace titan
