@@ -2,6 +2,8 @@
 // groups of several ranks, one thread a rank in this process, and on the single-process group.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <stdexcept>
@@ -231,6 +233,9 @@ TEST_CASE(
 }
 
 TEST_CASE("collectives: a rank gone before an all-gather is named by the others", "[distributed]") {
+  // The two that stay keep their groups until both have their verdict: rank 0 serves the store,
+  // and its leaving first would be named instead.
+  std::atomic<int> verdicts{0};
   auto outputs = on_gloo_ranks(3, [&](ProcessGroup& group) -> RankOutputs {
     if (group.rank() == 2) return {};  // leaves: its group (and heartbeat) ends with this scope
     std::string message;
@@ -242,6 +247,10 @@ TEST_CASE("collectives: a rank gone before an all-gather is named by the others"
     }
     const bool named = message.find("unit 4's all-gather of step 9 failed") != std::string::npos &&
                        message.find("rank 2 is gone") != std::string::npos;
+    ++verdicts;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (verdicts < 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (!named) throw std::runtime_error("rank " + std::to_string(group.rank()) + ": " + message);
     return {};
   });
