@@ -14,6 +14,8 @@
 #include "catch_torch.h"
 #include "distributed/process_group.h"
 #include "distributed/shard_layout.h"
+#include "step/gradient_reducer.h"
+#include "step/sharded_sums.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -229,6 +231,42 @@ TEST_CASE(
     for (size_t i = 0; i < params.size(); ++i) CHECK(at::equal(outputs[r][i], params[i]));
     const at::Tensor expected = layout.segment_of(sums, r);
     CHECK(at::allclose(outputs[r].back().to(at::kDouble), expected, 1e-6, 1e-5));
+  }
+}
+
+TEST_CASE(
+    "collectives: the rank-ordered reduce-scatter (batch_invariant) leaves each rank bit for bit "
+    "its rows of the rank-ordered all-reduce's sums",
+    "[distributed][batch_invariant]") {
+  for (int64_t world : {3, 4}) {
+    INFO("world " << world);
+    auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
+      const auto contribution = unit_tensors(30 + group.rank());
+      // Replication's sums: every gradient all-reduced in rank order.
+      std::vector<at::Tensor> params;
+      for (const auto& t : unit_tensors(11)) {
+        params.push_back(t.clone().requires_grad_());
+        params.back().mutable_grad() = contribution[params.size() - 1].clone();
+      }
+      GradientReducer reducer(group, params, kGradientBucketBytes, /*rank_ordered=*/true);
+      at::Tensor loss = at::scalar_tensor(1.0);
+      reducer.reduce(loss, 1);
+      RankOutputs out;
+      for (const auto& p : params) out.push_back(p.grad());
+      // FSDP's: the rank's shard of them, from the packed contribution.
+      UnitLayout layout(params, group.size());
+      at::Tensor shard = at::zeros({layout.segment_numel()});
+      reduce_scatter_in_rank_order(group, shard, layout.pack_for_reduce_scatter(contribution),
+                                   "unit 0's reduce-scatter");
+      out.push_back(shard);
+      return out;
+    });
+    UnitLayout layout(unit_tensors(11), world);
+    for (int64_t r = 0; r < world; ++r) {
+      INFO("rank " << r);
+      const std::vector<at::Tensor> replicated(outputs[r].begin(), outputs[r].end() - 1);
+      CHECK(at::equal(outputs[r].back(), layout.segment_of(replicated, r)));
+    }
   }
 }
 
