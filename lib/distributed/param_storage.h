@@ -1,0 +1,24 @@
+// FSDP's memory trick: a unit's full parameters hold memory only while the unit computes. After
+// its forward the storage under a parameter is emptied in place, so that autograd's saved
+// references to it (they share its StorageImpl) hold no memory either; before its backward the
+// storage gets fresh memory and the gathered values back.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace titan {
+
+// Empties `t`'s storage in place: its memory goes back to the allocator, and every tensor sharing
+// the storage now has none. Requires: `t` is contiguous from the storage's start and spans it (a
+// parameter, not a view of one), and nothing reads it until refill_storage.
+void release_storage(const at::Tensor& t);
+
+// Whether `t`'s storage was emptied by release_storage (and not refilled since).
+bool storage_released(const at::Tensor& t);
+
+// Gives `t`'s storage fresh memory from its device's allocator, holding `values` (t's shape,
+// dtype and device). `t`'s version counter does not move: autograd checks saved tensors against
+// it, and a refill restores what was saved rather than changing it.
+void refill_storage(const at::Tensor& t, const at::Tensor& values);
+
+}  // namespace titan
