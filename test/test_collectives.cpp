@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "catch_torch.h"
+#include "distributed/param_storage.h"
 #include "distributed/process_group.h"
 #include "distributed/shard_layout.h"
+#include "distributed/sharded_unit.h"
 #include "step/gradient_reducer.h"
 #include "step/sharded_sums.h"
 #include "test_util.h"
@@ -268,6 +270,56 @@ TEST_CASE(
       CHECK(at::equal(outputs[r].back(), layout.segment_of(replicated, r)));
     }
   }
+}
+
+TEST_CASE(
+    "collectives: a sharded unit trains as its replicated copy, its parameters held only for "
+    "its forward and backward and its gradients reduce-scattered into each rank's shard",
+    "[distributed]") {
+  auto outputs = on_gloo_ranks(2, [&](ProcessGroup& group) -> RankOutputs {
+    auto generator = at::detail::createCPUGenerator(3);
+    // A block whose first weight's 5 rows do not divide by 2 ranks.
+    const std::vector<at::Tensor> values = {
+        at::randn({5, 4}, generator), at::randn({4, 3}, generator), at::randn({3}, generator)};
+    auto block = [](const at::Tensor& x, const std::vector<at::Tensor>& p) {  // x: (6, 5)
+      return at::mm(at::tanh(at::mm(x, p[0])), p[1]) + p[2];
+    };
+    std::vector<at::Tensor> replicated, sharded;
+    for (const auto& v : values) {
+      replicated.push_back(v.clone().requires_grad_());
+      sharded.push_back(v.clone().requires_grad_());
+    }
+    ShardedUnit unit(group, sharded, "layers.0");
+    std::vector<int64_t> facts;  // each 1 when it holds
+    auto holds = [&](bool fact) { facts.push_back(fact ? 1 : 0); };
+    holds(storage_released(sharded[0]));
+    for (int step = 0; step < 3; ++step) {
+      auto data = at::detail::createCPUGenerator(50 + 10 * step + group.rank());
+      const at::Tensor x = at::randn({6, 5}, data);
+      block(x, replicated).sum().backward();
+      for (auto& p : replicated) group.all_reduce_sum(p.mutable_grad(), "the replica's sums");
+      unit.gather();
+      at::Tensor out = unit.after_forward(block(x, sharded));
+      holds(storage_released(sharded[0]) && storage_released(sharded[2]));
+      out.sum().backward();
+      holds(storage_released(sharded[1]) && !sharded[1].grad().defined());
+      std::vector<at::Tensor> sums;
+      for (const auto& p : replicated) sums.push_back(p.grad());
+      // Two ranks: each sum is one addition, the same in any order, so bit for bit.
+      holds(at::equal(unit.shard().grad(), unit.layout().segment_of(sums, group.rank())));
+      at::NoGradGuard no_grad;
+      for (auto& p : replicated) {
+        p.sub_(p.grad() * 0.1);
+        p.mutable_grad() = at::Tensor();
+      }
+      unit.shard().sub_(unit.shard().grad() * 0.1);
+      unit.shard().mutable_grad() = at::Tensor();
+    }
+    unit.gather();
+    for (size_t i = 0; i < values.size(); ++i) holds(at::equal(sharded[i], replicated[i]));
+    return {at::tensor(facts)};
+  });
+  for (const auto& o : outputs) CHECK(at::equal(o[0], at::ones_like(o[0])));
 }
 
 TEST_CASE("collectives: a rank gone before an all-gather is named by the others", "[distributed]") {

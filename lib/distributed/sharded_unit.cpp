@@ -1,0 +1,107 @@
+// Contract in sharded_unit.h.
+#include "distributed/sharded_unit.h"
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <functional>
+
+#include "distributed/param_storage.h"
+
+namespace titan {
+namespace {
+
+// Runs `arrived` after a parameter's AccumulateGrad: its gradient is in.
+class GradientArrived : public torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientArrived(std::function<void()> arrived) : arrived_(std::move(arrived)) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    arrived_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> arrived_;
+};
+
+}  // namespace
+
+ShardedUnit::ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, std::string name)
+    : group_(group),
+      params_(std::move(params)),
+      name_(std::move(name)),
+      layout_(params_, group.size()) {
+  {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> values;
+    for (const auto& p : params_) values.push_back(p.detach());
+    shard_ = layout_.segment_of(values, group_.rank()).requires_grad_();
+  }
+  for (const auto& p : params_) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(p);
+    accumulator->add_post_hook(std::make_unique<GradientArrived>([this] { gradient_arrived(); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+  release();
+}
+
+void ShardedUnit::gather() {
+  if (gathered_) return;
+  at::NoGradGuard no_grad;
+  at::Tensor all = at::empty({group_.size() * layout_.segment_numel()}, shard_.options());
+  group_.start_all_gather(all, shard_.detach(), fmt::format("{}'s parameter all-gather", name_))
+      ->wait();
+  const std::vector<at::Tensor> full = layout_.unpack_gathered(all);
+  for (size_t i = 0; i < params_.size(); ++i) refill_storage(params_[i], full[i]);
+  gathered_ = true;
+}
+
+void ShardedUnit::release() {
+  if (!gathered_) return;
+  for (const auto& p : params_) release_storage(p);
+  gathered_ = false;
+}
+
+at::Tensor ShardedUnit::after_forward(const at::Tensor& output) {
+  release();
+  if (output.requires_grad()) {
+    output.register_hook([this](const at::Tensor& grad) {
+      gather();
+      return grad;
+    });
+  }
+  return output;
+}
+
+void ShardedUnit::gradient_arrived() {
+  if (++gradients_in_ < params_.size()) return;
+  gradients_in_ = 0;
+  reduce_gradients();
+}
+
+void ShardedUnit::reduce_gradients() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params_) {
+    grads.push_back(p.grad().defined() ? p.grad() : at::zeros(p.sizes(), shard_.options()));
+  }
+  at::Tensor reduced = at::zeros({layout_.segment_numel()}, shard_.options());
+  group_
+      .start_reduce_scatter_sum(
+          reduced, layout_.pack_for_reduce_scatter(grads),
+          fmt::format("{}'s gradient reduce-scatter of backward {}", name_, ++backward_passes_))
+      ->wait();
+  if (shard_.grad().defined()) {
+    shard_.mutable_grad().add_(reduced);
+  } else {
+    shard_.mutable_grad() = reduced;
+  }
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
+  release();
+}
+
+}  // namespace titan

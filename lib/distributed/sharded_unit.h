@@ -1,0 +1,68 @@
+// One FSDP unit (torchtitan's: a transformer block; the embedding; the final norm with the
+// output): its parameters split over a shard group as UnitLayout says. The parameters stay the
+// tensors the module computes with, but they hold memory only between gather() and release();
+// this rank's segment of them is shard(), the leaf the optimizer steps.
+//
+//   unit.gather();                   // before the unit's forward
+//   out = unit.after_forward(block(x));
+//   ... loss.backward() ...          // re-gathers before the unit's backward, then
+//                                    // reduce-scatters its gradients into shard().grad()
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "distributed/shard_layout.h"
+
+namespace titan {
+
+class ShardedUnit {
+ public:
+  // Requires: `params` (leaves, one dtype and device) hold the same values on every rank of
+  // `group`, and `group` outlives the unit. Keeps this rank's segment of them as shard() and
+  // releases their storage. Every rank builds its units in the same order.
+  ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, std::string name);
+  ShardedUnit(const ShardedUnit&) = delete;
+  ShardedUnit& operator=(const ShardedUnit&) = delete;
+
+  // The parameters' full values back in their storage, from every rank's shard (one all-gather
+  // of the unit). Nothing when they are gathered already.
+  void gather();
+  // Releases the parameters' storage (nothing when released already).
+  void release();
+  bool gathered() const { return gathered_; }
+
+  // Call on the unit's forward output. Releases the parameters and arranges the backward: a hook
+  // on `output` re-gathers them before the unit's own backward runs, and once every parameter's
+  // gradient is in, the gradients are summed over the ranks into shard().grad() (added to what is
+  // there: micro-batches accumulate), and the parameters' gradients and storage are released.
+  // Returns `output`.
+  at::Tensor after_forward(const at::Tensor& output);
+
+  // This rank's segment of the parameters: (layout().segment_numel(),), requires grad.
+  const at::Tensor& shard() const { return shard_; }
+  const UnitLayout& layout() const { return layout_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void gradient_arrived();
+  void reduce_gradients();
+
+  ProcessGroup& group_;
+  std::vector<at::Tensor> params_;
+  std::string name_;
+  UnitLayout layout_;
+  at::Tensor shard_;
+  // The parameters' AccumulateGrad nodes, which carry the hooks: a parameter holds its node only
+  // weakly, and one made again between backward passes would have none.
+  std::vector<std::shared_ptr<void>> accumulators_;
+  bool gathered_ = true;
+  size_t gradients_in_ = 0;
+  int64_t backward_passes_ = 0;
+};
+
+}  // namespace titan
