@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "ac/recompute.h"
 #include "catch_torch.h"
 #include "distributed/param_storage.h"
 #include "distributed/process_group.h"
@@ -273,53 +274,67 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "collectives: a sharded unit trains as its replicated copy, its parameters held only for "
-    "its forward and backward and its gradients reduce-scattered into each rank's shard",
-    "[distributed]") {
-  auto outputs = on_gloo_ranks(2, [&](ProcessGroup& group) -> RankOutputs {
-    auto generator = at::detail::createCPUGenerator(3);
-    // A block whose first weight's 5 rows do not divide by 2 ranks.
-    const std::vector<at::Tensor> values = {
-        at::randn({5, 4}, generator), at::randn({4, 3}, generator), at::randn({3}, generator)};
-    auto block = [](const at::Tensor& x, const std::vector<at::Tensor>& p) {  // x: (6, 5)
-      return at::mm(at::tanh(at::mm(x, p[0])), p[1]) + p[2];
-    };
-    std::vector<at::Tensor> replicated, sharded;
-    for (const auto& v : values) {
-      replicated.push_back(v.clone().requires_grad_());
-      sharded.push_back(v.clone().requires_grad_());
-    }
-    ShardedUnit unit(group, sharded, "layers.0");
-    std::vector<int64_t> facts;  // each 1 when it holds
-    auto holds = [&](bool fact) { facts.push_back(fact ? 1 : 0); };
-    holds(storage_released(sharded[0]));
-    for (int step = 0; step < 3; ++step) {
-      auto data = at::detail::createCPUGenerator(50 + 10 * step + group.rank());
-      const at::Tensor x = at::randn({6, 5}, data);
-      block(x, replicated).sum().backward();
-      for (auto& p : replicated) group.all_reduce_sum(p.mutable_grad(), "the replica's sums");
-      unit.gather();
-      at::Tensor out = unit.after_forward(block(x, sharded));
-      holds(storage_released(sharded[0]) && storage_released(sharded[2]));
-      out.sum().backward();
-      holds(storage_released(sharded[1]) && !sharded[1].grad().defined());
-      std::vector<at::Tensor> sums;
-      for (const auto& p : replicated) sums.push_back(p.grad());
-      // Two ranks: each sum is one addition, the same in any order, so bit for bit.
-      holds(at::equal(unit.shard().grad(), unit.layout().segment_of(sums, group.rank())));
-      at::NoGradGuard no_grad;
-      for (auto& p : replicated) {
-        p.sub_(p.grad() * 0.1);
-        p.mutable_grad() = at::Tensor();
+    "collectives: a sharded unit trains as its replicated copy, with and without activation "
+    "checkpointing, its parameters held only for its forward and backward and its gradients "
+    "reduce-scattered into each rank's shard",
+    "[distributed][ac]") {
+  for (bool with_ac : {false, true}) {
+    INFO("activation checkpointing " << with_ac);
+    auto outputs = on_gloo_ranks(2, [&](ProcessGroup& group) -> RankOutputs {
+      auto generator = at::detail::createCPUGenerator(3);
+      // A block whose first weight's 5 rows do not divide by 2 ranks.
+      const std::vector<at::Tensor> values = {
+          at::randn({5, 4}, generator), at::randn({4, 3}, generator), at::randn({3}, generator)};
+      std::vector<at::Tensor> replicated, sharded;
+      for (const auto& v : values) {
+        replicated.push_back(v.clone().requires_grad_());
+        sharded.push_back(v.clone().requires_grad_());
       }
-      unit.shard().sub_(unit.shard().grad() * 0.1);
-      unit.shard().mutable_grad() = at::Tensor();
-    }
-    unit.gather();
-    for (size_t i = 0; i < values.size(); ++i) holds(at::equal(sharded[i], replicated[i]));
-    return {at::tensor(facts)};
-  });
-  for (const auto& o : outputs) CHECK(at::equal(o[0], at::ones_like(o[0])));
+      auto block_of = [](const std::vector<at::Tensor>& p) -> BlockFunction {
+        return [p](const at::Tensor& x) {  // x: (6, 5)
+          return at::mm(at::tanh(at::mm(x, p[0])), p[1]) + p[2];
+        };
+      };
+      ac::RecomputeOptions options;
+      options.block_name = "layers.0";
+      // Gather and release stay outside the checkpointed function: the recomputation runs
+      // inside the backward, after the hook on the output has gathered the parameters.
+      auto forward = [&](const BlockFunction& block, const at::Tensor& x) {
+        return with_ac ? ac::run_recomputed(block, x, options) : block(x);
+      };
+      ShardedUnit unit(group, sharded, "layers.0");
+      std::vector<int64_t> facts;  // each 1 when it holds
+      auto holds = [&](bool fact) { facts.push_back(fact ? 1 : 0); };
+      holds(storage_released(sharded[0]));
+      for (int step = 0; step < 3; ++step) {
+        auto data = at::detail::createCPUGenerator(50 + 10 * step + group.rank());
+        const at::Tensor x_values = at::randn({6, 5}, data);
+        forward(block_of(replicated), x_values.clone().requires_grad_()).sum().backward();
+        for (auto& p : replicated) group.all_reduce_sum(p.mutable_grad(), "the replica's sums");
+        unit.gather();
+        at::Tensor out =
+            unit.after_forward(forward(block_of(sharded), x_values.clone().requires_grad_()));
+        holds(storage_released(sharded[0]) && storage_released(sharded[2]));
+        out.sum().backward();
+        holds(storage_released(sharded[1]) && !sharded[1].grad().defined());
+        std::vector<at::Tensor> sums;
+        for (const auto& p : replicated) sums.push_back(p.grad());
+        // Two ranks: each sum is one addition, the same in any order, so bit for bit.
+        holds(at::equal(unit.shard().grad(), unit.layout().segment_of(sums, group.rank())));
+        at::NoGradGuard no_grad;
+        for (auto& p : replicated) {
+          p.sub_(p.grad() * 0.1);
+          p.mutable_grad() = at::Tensor();
+        }
+        unit.shard().sub_(unit.shard().grad() * 0.1);
+        unit.shard().mutable_grad() = at::Tensor();
+      }
+      unit.gather();
+      for (size_t i = 0; i < values.size(); ++i) holds(at::equal(sharded[i], replicated[i]));
+      return {at::tensor(facts)};
+    });
+    for (const auto& o : outputs) CHECK(at::equal(o[0], at::ones_like(o[0])));
+  }
 }
 
 TEST_CASE("collectives: a rank gone before an all-gather is named by the others", "[distributed]") {
