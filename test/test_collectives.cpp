@@ -85,17 +85,16 @@ std::vector<at::Tensor> unit_tensors(uint64_t seed) {
 TEST_CASE("collectives: a Gloo all-gather puts every rank's shard at its rank's rows, everywhere",
           "[distributed]") {
   const int64_t world = 3;
+  auto shard_of = [](int64_t rank) {  // (2, 4), different on each rank
+    return at::full({2, 4}, static_cast<double>(rank + 1)) + at::arange(8, at::kFloat).view({2, 4});
+  };
   auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
-    at::Tensor shard = at::full({2, 4}, static_cast<double>(group.rank() + 1)) +
-                       at::arange(8, at::kFloat).view({2, 4});
     at::Tensor full = at::zeros({2 * world, 4});
-    group.start_all_gather(full, shard, "the test's all-gather")->wait();
+    group.start_all_gather(full, shard_of(group.rank()), "the test's all-gather")->wait();
     return {full};
   });
   std::vector<at::Tensor> shards;
-  for (int64_t r = 0; r < world; ++r)
-    shards.push_back(at::full({2, 4}, static_cast<double>(r + 1)) +
-                     at::arange(8, at::kFloat).view({2, 4}));
+  for (int64_t r = 0; r < world; ++r) shards.push_back(shard_of(r));
   const at::Tensor expected = at::cat(shards);
   for (int64_t r = 0; r < world; ++r) {
     INFO("rank " << r);

@@ -42,11 +42,10 @@ at::Tensor UnitLayout::shard_view(const at::Tensor& segment, size_t i) const {
   return segment.narrow(0, s.offset, s.shard_rows * s.row_numel).view(sizes);
 }
 
-at::Tensor UnitLayout::segment_of(const std::vector<at::Tensor>& full, int64_t rank) const {
+void UnitLayout::fill_segment(const std::vector<at::Tensor>& full, int64_t rank,
+                              const at::Tensor& segment) const {
   if (full.size() != params_.size())
-    throw std::invalid_argument("UnitLayout::segment_of: not the layout's parameters");
-  at::Tensor segment =
-      at::zeros({segment_numel_}, full.empty() ? at::TensorOptions() : full[0].options());  // (S,)
+    throw std::invalid_argument("UnitLayout: not the layout's parameters");
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamShard& s = params_[i];
     const int64_t real = s.real_rows(rank);
@@ -54,13 +53,23 @@ at::Tensor UnitLayout::segment_of(const std::vector<at::Tensor>& full, int64_t r
       shard_view(segment, i).narrow(0, 0, real).copy_(full[i].narrow(0, rank * s.shard_rows, real));
     }
   }
+}
+
+at::Tensor UnitLayout::segment_of(const std::vector<at::Tensor>& full, int64_t rank) const {
+  at::Tensor segment =
+      at::zeros({segment_numel_}, full.empty() ? at::TensorOptions() : full[0].options());  // (S,)
+  fill_segment(full, rank, segment);
   return segment;
 }
 
 at::Tensor UnitLayout::pack_for_reduce_scatter(const std::vector<at::Tensor>& full) const {
-  std::vector<at::Tensor> segments;
-  for (int64_t r = 0; r < ranks_; ++r) segments.push_back(segment_of(full, r));
-  return at::cat(segments);  // (ranks * S,)
+  // One buffer, each rank's segment written in place (no per-rank copies to concatenate).
+  at::Tensor packed =
+      at::zeros({ranks_ * segment_numel_}, full.empty() ? at::TensorOptions() : full[0].options());
+  for (int64_t r = 0; r < ranks_; ++r) {
+    fill_segment(full, r, packed.narrow(0, r * segment_numel_, segment_numel_));
+  }
+  return packed;  // (ranks * S,)
 }
 
 std::vector<at::Tensor> UnitLayout::unpack_gathered(const at::Tensor& gathered) const {

@@ -53,6 +53,10 @@ class UnitLayout {
   at::Tensor shard_view(const at::Tensor& segment, size_t i) const;
 
  private:
+  // Writes rank `rank`'s rows of `full` into `segment` (zeros: padding stays zero).
+  void fill_segment(const std::vector<at::Tensor>& full, int64_t rank,
+                    const at::Tensor& segment) const;
+
   int64_t ranks_ = 1;
   int64_t segment_numel_ = 0;
   std::vector<ParamShard> params_;
