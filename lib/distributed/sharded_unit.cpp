@@ -66,8 +66,8 @@ void ShardedUnit::release() {
   gathered_ = false;
 }
 
-at::Tensor ShardedUnit::after_forward(const at::Tensor& output) {
-  release();
+at::Tensor ShardedUnit::after_forward(const at::Tensor& output, bool reshard) {
+  if (reshard) release();
   if (output.requires_grad()) {
     output.register_hook([this](const at::Tensor& grad) {
       gather();
@@ -80,7 +80,11 @@ at::Tensor ShardedUnit::after_forward(const at::Tensor& output) {
 void ShardedUnit::gradient_arrived() {
   if (++gradients_in_ < params_.size()) return;
   gradients_in_ = 0;
-  reduce_gradients();
+  if (reduce_in_backward_) {
+    reduce_gradients();
+  } else {
+    release();
+  }
 }
 
 void ShardedUnit::reduce_gradients() {

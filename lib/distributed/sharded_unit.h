@@ -36,16 +36,23 @@ class ShardedUnit {
   void release();
   bool gathered() const { return gathered_; }
 
-  // Call on the unit's forward output. Releases the parameters and arranges the backward: a hook
-  // on `output` re-gathers them before the unit's own backward runs, and once every parameter's
-  // gradient is in, the gradients are summed over the ranks into shard().grad() (added to what is
-  // there: micro-batches accumulate), and the parameters' gradients and storage are released.
-  // Returns `output`.
-  at::Tensor after_forward(const at::Tensor& output);
+  // Call on the unit's forward output. Releases the parameters (unless `reshard` is false: FSDP's
+  // reshard_after_forward) and arranges the backward: a hook on `output` re-gathers them before
+  // the unit's own backward runs, and once every parameter's gradient is in, the gradients are
+  // summed over the ranks into shard().grad() (added to what is there: micro-batches
+  // accumulate), and the parameters' gradients and storage are released. Returns `output`.
+  at::Tensor after_forward(const at::Tensor& output, bool reshard = true);
+
+  // Whether the backward sums the gradients over the ranks (the default). Without, the full
+  // gradients stay in the parameters for the caller to reduce (debug.batch_invariant sums every
+  // sequence's in one tree first); the storage is still released after the backward.
+  void set_reduce_in_backward(bool reduce) { reduce_in_backward_ = reduce; }
 
   // This rank's segment of the parameters: (layout().segment_numel(),), requires grad.
   const at::Tensor& shard() const { return shard_; }
   const UnitLayout& layout() const { return layout_; }
+  // The unit's parameters, the tensors the module computes with.
+  const std::vector<at::Tensor>& params() const { return params_; }
   const std::string& name() const { return name_; }
 
  private:
@@ -61,6 +68,7 @@ class ShardedUnit {
   // weakly, and one made again between backward passes would have none.
   std::vector<std::shared_ptr<void>> accumulators_;
   bool gathered_ = true;
+  bool reduce_in_backward_ = true;
   size_t gradients_in_ = 0;
   int64_t backward_passes_ = 0;
 };

@@ -27,6 +27,9 @@ struct InstrumentSetup {
   ModelArgs args;
   StepOptions step_options;
   Transformer model{nullptr};
+  // FSDP: the sharded model and its shard group (instruments read the shards); null otherwise.
+  const FullyShardedModel* sharded = nullptr;
+  ProcessGroup* shard_group = nullptr;
   std::string dataset;              // the data source, as the start-up log names it
   bool writes_tensorboard = false;  // this rank writes event files (histograms)
   // The numerics tracer (make_numerics_tracer): built before activation checkpointing, which
@@ -38,6 +41,10 @@ struct InstrumentSetup {
   int64_t world = 1;
   std::shared_ptr<const TextEncoder> text_encoder;  // the training text's (null: bytes)
 };
+
+// Whether the config arms the rerun check: any of its triggers is configured (a rerun check with
+// none is not built).
+bool rerun_armed(const DebugConfig& debug);
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
 // per-layer norms, precision attribution, the rerun check, validation, profiling. Writes

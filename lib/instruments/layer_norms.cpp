@@ -7,41 +7,37 @@
 #include "util/stopwatch.h"
 
 namespace titan {
-namespace {
 
-// The L2 norm of each group of tensors: each tensor's in its own dtype (a float32 reduction is
-// accurate to about 1e-7 relative; converting to float64 first would copy every tensor), combined
-// in float64 on the host. All norms come to the host in one copy: one synchronization a call
-// instead of one a tensor, which on a GPU cost more than the norms.
-std::vector<double> l2_norms(const std::vector<std::vector<at::Tensor>>& groups) {
+// The L2 norm of each group: each tensor's in its own dtype (a float32 reduction is accurate to
+// about 1e-7 relative; converting to float64 first would copy every tensor), combined in float64
+// on the host. All norms come to the host in one copy: one synchronization a call instead of
+// one a tensor, which on a GPU cost more than the norms. Under FSDP each tensor is a piece, and
+// the squares are summed over the ranks before the host copy.
+std::vector<double> LayerNorms::l2_norms(const std::vector<std::vector<at::Tensor>>& groups) const {
   std::vector<at::Tensor> norms;
   for (const auto& group : groups) {
     for (const auto& t : group) {
       if (t.defined()) norms.push_back(at::linalg_vector_norm(t.detach(), 2).to(at::kDouble));
     }
   }
-  const at::Tensor host = norms.empty() ? at::Tensor() : at::stack(norms).cpu();
-  const double* norm = norms.empty() ? nullptr : host.data_ptr<double>();
+  at::Tensor squares = norms.empty() ? at::Tensor() : at::stack(norms).square_();
+  if (sum_over_ && squares.defined()) sum_over_->all_reduce_sum(squares, "the per-layer norms");
+  const at::Tensor host = squares.defined() ? squares.cpu() : at::Tensor();
+  const double* square = squares.defined() ? host.data_ptr<double>() : nullptr;
   std::vector<double> result;
   for (const auto& group : groups) {
     double sum_squares = 0;
     for (const auto& t : group) {
       if (!t.defined()) continue;
-      sum_squares += *norm * *norm;
-      ++norm;
+      sum_squares += *square;
+      ++square;
     }
     result.push_back(std::sqrt(sum_squares));
   }
   return result;
 }
 
-std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
-  return grads;
-}
+namespace {
 
 // The histogram of `values` under `tag`, and when some were inf or NaN (a diverged step), their
 // count under tag + "_non_finite": TensorBoard's buckets hold finite values only.
@@ -116,11 +112,36 @@ bool LayerNormSchedule::histograms(int64_t step) const {
 
 LayerNorms::LayerNorms(const Transformer& model, const LayerNormSchedule& schedule)
     : schedule_(schedule) {
+  std::vector<at::Tensor> params;
   for (const auto& item : model->named_parameters()) {
-    const std::string part = part_of(item.key());
-    if (parts_.empty() || parts_.back().name != part) parts_.push_back(Part{part, {}, {}, 0});
-    parts_.back().params.push_back(item.value());
+    add_parameter(item.key(), item.value());
+    params.push_back(item.value());
   }
+  gradients_ = [params] {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
+    return grads;
+  };
+}
+
+LayerNorms::LayerNorms(const FullyShardedModel& sharded, ProcessGroup& group,
+                       const LayerNormSchedule& schedule)
+    : schedule_(schedule), sum_over_(&group) {
+  // The pieces are views of the shards, which the optimizer updates in place.
+  for (const auto& piece : sharded.local_pieces()) add_parameter(piece.name, piece.value);
+  gradients_ = [&sharded] {
+    std::vector<at::Tensor> grads;
+    for (const auto& piece : sharded.local_pieces()) grads.push_back(piece.grad);
+    return grads;
+  };
+}
+
+void LayerNorms::add_parameter(const std::string& name, const at::Tensor& value) {
+  const std::string part = part_of(name);
+  size_t index = 0;
+  for (const auto& p : parts_) index += p.params.size();
+  if (parts_.empty() || parts_.back().name != part) parts_.push_back(Part{part, {}, {}, index, 0});
+  parts_.back().params.push_back(value);
 }
 
 void LayerNorms::before_step(StepContext& context) {
@@ -138,8 +159,15 @@ void LayerNorms::before_step(StepContext& context) {
 void LayerNorms::gradients_ready(const StepRequest&) {
   if (!measuring_) return;
   ScopedSeconds timed(cost_.seconds);
+  const std::vector<at::Tensor> all = gradients_();
   std::vector<std::vector<at::Tensor>> grads;
-  for (const Part& part : parts_) grads.push_back(gradients(part.params));
+  for (const Part& part : parts_) {
+    std::vector<at::Tensor> g;
+    for (size_t i = 0; i < part.params.size(); ++i) {
+      if (all[part.first + i].defined()) g.push_back(all[part.first + i]);
+    }
+    grads.push_back(std::move(g));
+  }
   const std::vector<double> norms = l2_norms(grads);
   for (size_t i = 0; i < parts_.size(); ++i) {
     parts_[i].grad_norm = norms[i];

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "metrics/metrics.h"
 #include "metrics/tfevents.h"
 #include "model/llama.h"
+#include "step/fully_sharded_model.h"
 #include "util/stopwatch.h"
 
 namespace titan {
@@ -36,6 +38,11 @@ class LayerNorms : public Instrument {
   // Groups `model`'s parameters by part ("layers.3.attention.wq.weight" is part "3"). Requires:
   // the model outlives the instrument.
   LayerNorms(const Transformer& model, const LayerNormSchedule& schedule);
+  // Under FSDP: each part's norms from this rank's pieces of its parameters, their squares summed
+  // over `group` (collective: every rank measures the same steps). Requires: `sharded` and
+  // `group` outlive the instrument.
+  LayerNorms(const FullyShardedModel& sharded, ProcessGroup& group,
+             const LayerNormSchedule& schedule);
 
   const char* name() const override { return "per-layer norms"; }
   bool wants_step(int64_t step) const override { return schedule_.measures(step); }
@@ -51,12 +58,21 @@ class LayerNorms : public Instrument {
  private:
   struct Part {
     std::string name;
-    std::vector<at::Tensor> params;
+    std::vector<at::Tensor> params;  // the weights (under FSDP, this rank's pieces of them)
     std::vector<at::Tensor> before;  // the weights at before_step, then minus the weights after
+    size_t first = 0;                // its first parameter's index in the model's order
     double grad_norm = 0;
   };
+  void add_parameter(const std::string& name, const at::Tensor& value);
+  // The L2 norm of each group of tensors (summed over sum_over_'s ranks under FSDP).
+  std::vector<double> l2_norms(const std::vector<std::vector<at::Tensor>>& groups) const;
+
   LayerNormSchedule schedule_;
   std::vector<Part> parts_;
+  // Every parameter's gradient (or under FSDP this rank's piece of it), in the model's order, as
+  // the step left them.
+  std::function<std::vector<at::Tensor>()> gradients_;
+  ProcessGroup* sum_over_ = nullptr;  // FSDP's shard group; null: every rank has all of them
   bool measuring_ = false;
   bool with_histograms_ = false;
   std::vector<SummaryValue> histograms_;

@@ -22,15 +22,13 @@
 #include "analysis/compare.h"
 #include "config/config.h"
 #include "data/loader.h"
+#include "instruments/instruments.h"
 #include "instruments/layer_window.h"
 #include "metrics/numerics_log.h"
 
 namespace titan {
 
 enum class RerunTrigger { kNonFinite, kSpike, kRequested };
-
-// Whether any trigger is configured (a rerun check with none is not built).
-bool rerun_armed(const DebugConfig& debug);
 
 // Which steps keep their state and which are rerun. The spike window holds the losses of the
 // steps that were applied (a skipped step's is left out); it starts empty in every process.

@@ -149,7 +149,14 @@ TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
               " exceeds the RoPE table (", args_.max_seq_len, ")");
-  auto h = tok_embeddings(tokens);  // (B, T, D)
+  auto starting = [this](ParamUnit unit, int64_t layer) {
+    if (unit_hooks_) unit_hooks_->unit_starting(unit, layer);
+  };
+  auto finished = [this](ParamUnit unit, int64_t layer, const at::Tensor& out) {
+    return unit_hooks_ ? unit_hooks_->unit_finished(unit, layer, out) : out;
+  };
+  starting(ParamUnit::kEmbedding, -1);
+  auto h = finished(ParamUnit::kEmbedding, -1, tok_embeddings(tokens));  // (B, T, D)
   if (observer_) observer_->stage_output(ForwardStage::kEmbedding, -1, h);
   for (size_t i = 0; i < layers->size(); ++i) {
     // Shared ownership: a checkpointed block's function lives until its backward.
@@ -162,12 +169,14 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
     };
     const auto layer = static_cast<int64_t>(i);
     if (observer_) observer_->block_starting(layer);
-    h = runners_[i] ? runners_[i](run, h) : run(h);
+    starting(ParamUnit::kBlock, layer);
+    h = finished(ParamUnit::kBlock, layer, runners_[i] ? runners_[i](run, h) : run(h));
     if (observer_) observer_->stage_output(ForwardStage::kBlock, layer, h);
   }
+  starting(ParamUnit::kHead, -1);
   h = norm(h);
   if (observer_) observer_->stage_output(ForwardStage::kNorm, -1, h);
-  auto logits = output(h);  // (B, T, V)
+  auto logits = finished(ParamUnit::kHead, -1, output(h));  // (B, T, V)
   if (observer_) observer_->stage_output(ForwardStage::kOutput, -1, logits);
   return logits;
 }

@@ -92,6 +92,20 @@ class ForwardObserver {
   virtual void stage_output(ForwardStage stage, int64_t layer, at::Tensor& output) = 0;
 };
 
+// The forward's units of parameters, as FSDP groups them (torchtitan's: the embedding, each
+// block, the final norm with the output). A UnitHooks, when set, is called around each unit,
+// outside activation checkpointing's function, so that a unit's parameters can be gathered
+// before it computes and released after.
+enum class ParamUnit { kEmbedding, kBlock, kHead };
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  // `layer` is the block index for kBlock, else -1.
+  virtual void unit_starting(ParamUnit unit, int64_t layer) = 0;
+  // Returns the tensor the forward continues with (`output`, or one that stands for it).
+  virtual at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) = 0;
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelArgs& args);
@@ -107,6 +121,8 @@ class TransformerImpl : public torch::nn::Module {
   void set_forward_observer(std::shared_ptr<ForwardObserver> observer) {
     observer_ = std::move(observer);
   }
+  // Calls `hooks` around every unit of every forward from now on (null: none).
+  void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) { unit_hooks_ = std::move(hooks); }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -119,6 +135,7 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<BlockRunner> runners_;
   std::vector<std::string> block_names_;  // "layers.3": each block's profiler span
   std::shared_ptr<ForwardObserver> observer_;
+  std::shared_ptr<UnitHooks> unit_hooks_;
 };
 TORCH_MODULE(Transformer);
 

@@ -56,7 +56,8 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   }
 }
 
-double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate accumulate) {
+at::Tensor gradient_norm_tensor(const std::vector<at::Tensor>& grads,
+                                GradNormAccumulate accumulate) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> norms;
   for (const auto& g : grads) {
@@ -66,9 +67,34 @@ double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate ac
                         ? g.norm(2)
                         : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble));
   }
-  if (norms.empty()) return 0.0;
+  TORCH_CHECK(!norms.empty(), "gradient_norm_tensor needs a gradient");
   // PyTorch's clip_grad_norm_: one gradient's norm as it is, several through stack(...).norm().
-  return (norms.size() == 1 ? norms[0] : at::stack(norms).norm(2)).item<double>();
+  return norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
+}
+
+double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate accumulate) {
+  for (const auto& g : grads) {
+    if (g.defined()) return gradient_norm_tensor(grads, accumulate).item<double>();
+  }
+  return 0.0;
+}
+
+void clip_with_norm(const std::vector<at::Tensor>& grads, const at::Tensor& total_norm,
+                    double max_norm, GradNormAccumulate accumulate) {
+  torch::NoGradGuard no_grad;
+  if (accumulate == GradNormAccumulate::kFloat32) {
+    // clip_grad_norm_'s coefficient: a tensor in the norm's dtype, clamped to 1, always applied.
+    const at::Tensor coef = at::clamp(max_norm / (total_norm + 1e-6), c10::nullopt, 1.0);
+    for (const auto& g : grads) {
+      if (g.defined()) g.mul_(coef);
+    }
+    return;
+  }
+  const double coef = max_norm / (total_norm.item<double>() + 1e-6);  // PyTorch's clip coefficient
+  if (coef >= 1) return;
+  for (const auto& g : grads) {
+    if (g.defined()) g.mul_(coef);
+  }
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
@@ -76,16 +102,10 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
   if (accumulate == GradNormAccumulate::kFloat32) {
     return torch::nn::utils::clip_grad_norm_(params, max_norm);
   }
-  torch::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const auto& p : params) grads.push_back(p.grad());
   const double total = gradient_norm(grads, accumulate);
-  const double coef = max_norm / (total + 1e-6);  // PyTorch's clip coefficient
-  if (coef < 1) {
-    for (const auto& g : grads) {
-      if (g.defined()) g.mul_(coef);
-    }
-  }
+  clip_with_norm(grads, at::scalar_tensor(total, at::kDouble), max_norm, accumulate);
   return total;
 }
 

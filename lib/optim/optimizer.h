@@ -50,4 +50,15 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
 // (kFloat32: bit for bit PyTorch's), without clipping. Undefined tensors are skipped.
 double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate accumulate);
 
+// gradient_norm as a scalar tensor on the gradients' device (kFloat32: in their dtype, kFloat64:
+// float64), for clip_with_norm. Requires: at least one defined gradient.
+at::Tensor gradient_norm_tensor(const std::vector<at::Tensor>& grads,
+                                GradNormAccumulate accumulate);
+
+// Scales `grads` in place as clip_grad_norm does for a total norm `total_norm` (a scalar tensor
+// as gradient_norm_tensor gives it): the same coefficient bits, so that gradients clipped in
+// pieces (FSDP's shards) are bit for bit those clipped whole.
+void clip_with_norm(const std::vector<at::Tensor>& grads, const at::Tensor& total_norm,
+                    double max_norm, GradNormAccumulate accumulate);
+
 }  // namespace titan

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "optim/optimizer.h"
+#include "step/fully_sharded_model.h"
 #include "step/gradient_reducer.h"
 #include "step/pairwise_sum.h"
 #include "util/autocast.h"
@@ -174,7 +175,11 @@ double reduce_over_ranks(const StepTarget& target, at::Tensor& loss_sum, int64_t
     per_rank = at::zeros({world}, at::kDouble);
     per_rank[group.rank()] = loss_sum.cpu() * static_cast<double>(world);
   }
-  target.reducer->reduce(loss_sum, step);
+  if (target.reducer) {
+    target.reducer->reduce(loss_sum, step);
+  } else {  // FSDP: the backward reduce-scattered the gradients already
+    group.all_reduce_sum(loss_sum, fmt::format("step {}'s loss", step));
+  }
   if (!max_loss) return 0;
   group.all_reduce_sum(per_rank, "the ranks' losses");
   return per_rank.max().item<double>();
@@ -184,6 +189,46 @@ std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& params) {
   std::vector<at::Tensor> grads;
   for (const auto& p : params) grads.push_back(p.grad());
   return grads;
+}
+
+// FSDP's clipping: the norm of the gradients over all ranks' shards (each rank's squares summed
+// over the ranks), and each shard's gradient scaled by it. Under batch_invariant the norm is
+// that of the full gradients `full_grads` (the rank-ordered sum left them on every rank), so it
+// and the coefficient are bit for bit replication's.
+double clip_sharded(const StepTarget& target, const StepOptions& options,
+                    const std::vector<at::Tensor>& full_grads) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> shard_grads;
+  for (const auto& shard : target.sharded->shards()) shard_grads.push_back(shard.grad());
+  at::Tensor norm;
+  if (!full_grads.empty()) {
+    norm = gradient_norm_tensor(full_grads, options.grad_norm_accumulate);
+  } else {
+    const bool float32 = options.grad_norm_accumulate == GradNormAccumulate::kFloat32;
+    at::Tensor squares =
+        at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
+    for (const auto& g : shard_grads) {
+      if (!g.defined()) continue;
+      const at::Tensor n =
+          float32 ? g.norm(2) : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble);
+      squares += n.to(at::kDouble).square();
+    }
+    target.group->all_reduce_sum(squares, "the gradients' squared norm");
+    norm = float32 ? squares.sqrt().to(shard_grads.front().scalar_type()) : squares.sqrt();
+  }
+  const double total = norm.item<double>();
+  clip_with_norm(shard_grads, norm, options.max_norm, options.grad_norm_accumulate);
+  return total;
+}
+
+// FSDP after the sum over ranks: under batch_invariant, the full gradients' rows of this rank
+// into its shards (returned: the full gradients, taken out of the parameters); else nothing.
+std::vector<at::Tensor> scatter_full_gradients(const StepTarget& target) {
+  if (!target.reducer) return {};
+  std::vector<at::Tensor> full = gradients_of(target.params);
+  target.sharded->scatter_gradients(full);
+  for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+  return full;
 }
 
 }  // namespace
@@ -221,27 +266,33 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   if (train) {
     set_learning_rate(*target.optimizer, request.lr);
     target.optimizer->zero_grad();
-  } else {
+  }
+  if (!train || target.sharded) {
     for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
   }
+  if (target.sharded) target.sharded->set_reduce_in_backward(!options.batch_invariant);
   at::Tensor loss_sum;
   {
     ScopedSeconds timed(out.timings.forward_backward);
     loss_sum = forward_and_backward(target, options, request, observers);
   }
-  if (train && target.reducer) {
+  std::vector<at::Tensor> full_grads;  // FSDP under batch_invariant: until clipping
+  if (train && (target.reducer || target.sharded)) {
     ScopedSeconds timed(out.timings.reduce);
     out.max_loss = in_phase("gradient all-reduce", request.step, [&] {
       return reduce_over_ranks(target, loss_sum, request.step, request.max_loss_over_ranks);
     });
+    if (target.sharded) full_grads = scatter_full_gradients(target);
   }
   for (auto* o : observers) o->gradients_ready(request);
   {
     ScopedSeconds timed(out.timings.clip);
     out.grad_norm = in_phase("gradient clipping", request.step, [&] {
+      if (target.sharded && train) return clip_sharded(target, options, full_grads);
       return train ? clip_grad_norm(target.params, options.max_norm, options.grad_norm_accumulate)
                    : gradient_norm(gradients_of(target.params), options.grad_norm_accumulate);
     });
+    full_grads.clear();
   }
   out.loss = loss_sum.item<double>();
   if (!request.max_loss_over_ranks) out.max_loss = out.loss;

@@ -26,6 +26,7 @@
 namespace titan {
 
 class GradientReducer;
+class FullyShardedModel;
 
 // How a run's steps compute; fixed for the run.
 struct StepOptions {
@@ -56,7 +57,12 @@ struct StepTarget {
   Transformer model{nullptr};
   std::vector<at::Tensor> params;                // the model's, in its order
   torch::optim::Optimizer* optimizer = nullptr;  // needed by kTrain
-  GradientReducer* reducer = nullptr;            // several ranks (kTrain); null for one process
+  // Several ranks (kTrain): the gradients' sum over them; null for one process, and under FSDP
+  // unless debug.batch_invariant (whose rank-ordered sum FSDP takes whole, then scatters).
+  GradientReducer* reducer = nullptr;
+  // FSDP (parallelism.data_parallel_shard_degree > 1): the model's parameters are gathered per
+  // unit; `optimizer` steps the shards. Null: every rank holds the whole model.
+  FullyShardedModel* sharded = nullptr;
   ProcessGroup* group = nullptr;                 // for the largest rank loss; null: one process
 };
 

@@ -1,8 +1,11 @@
 #include "step/step_engine.h"
 
+#include <stdexcept>
+
 #include "ac/recompute.h"
 #include "determinism/determinism.h"
 #include "determinism/rng_state.h"
+#include "step/fully_sharded_model.h"
 #include "util/hash.h"
 
 namespace titan {
@@ -38,9 +41,13 @@ void StepEngine::apply(const TrainState& s) {
   restore_rng_state(s.rng);
 }
 
-Snapshot StepEngine::snapshot() const { return take_snapshot(*target_.model, optimizer_, state()); }
+Snapshot StepEngine::snapshot() const {
+  if (target_.sharded) throw std::logic_error("snapshots of an FSDP model are not built");
+  return take_snapshot(*target_.model, optimizer_, state());
+}
 
 void StepEngine::restore(const Snapshot& snapshot) {
+  if (target_.sharded) throw std::logic_error("snapshots of an FSDP model are not built");
   restore_snapshot(snapshot, *target_.model, optimizer_);
   apply(snapshot.state);
 }
@@ -67,7 +74,12 @@ void StepEngine::complete(int64_t step) {
   tokens_seen_ += tokens_per_step_;
 }
 
+uint64_t StepEngine::params_checksum() const {
+  return target_.sharded ? target_.sharded->params_checksum() : tensors_checksum(target_.params);
+}
+
 uint64_t StepEngine::gradients_checksum() const {
+  if (target_.sharded) throw std::logic_error("gradient checksums of an FSDP model are not built");
   std::vector<at::Tensor> grads;
   for (const auto& p : target_.params)
     grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));

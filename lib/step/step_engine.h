@@ -37,7 +37,7 @@ class StepEngine {
   // The train state (the generators read now), and the one way to set it.
   TrainState state() const;
   void apply(const TrainState& state);
-  // In-memory copies of everything the next steps depend on: the steps that follow a restore
+  // In-memory copies of everything the next steps depend on (not under FSDP: std::logic_error): the steps that follow a restore
   // reproduce those that followed the snapshot, bit for bit.
   Snapshot snapshot() const;
   void restore(const Snapshot& snapshot);
@@ -55,6 +55,9 @@ class StepEngine {
   // The run's step `step` is done: the step count and the tokens seen move on.
   void complete(int64_t step);
 
+  // tensors_checksum of the model's parameters (under FSDP gathered one unit at a time: every
+  // rank calls it).
+  uint64_t params_checksum() const;
   // Checksum of every parameter's gradient as the last execution left them.
   uint64_t gradients_checksum() const;
 

@@ -17,16 +17,35 @@
 namespace titan {
 namespace {
 
+// What the ranks hold and how their gradients meet.
+std::string data_parallel_mode(const RunParts& parts) {
+  const DataParallelPlan& plan = parts.data_parallel;
+  if (parts.sharded) {
+    return fmt::format(
+        "FSDP: parameters, gradients and AdamW state sharded in {} units, at most {:.1f} MiB "
+        "gathered at once, reshard_after_forward {}{}",
+        parts.sharded->units(), static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
+        parts.context.config.parallelism.fsdp_reshard_after_forward,
+        parts.reducer ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
+                                    "bucket(s), then keeps each rank's rows",
+                                    parts.reducer->buckets())
+                      : "; gradients reduce-scattered as each unit's backward ends");
+  }
+  std::string mode = fmt::format("replication, gradients all-reduced in {} bucket(s)",
+                                 parts.reducer->buckets());
+  if (!plan.replicated_because.empty())
+    mode += fmt::format(" (the shard degree replicates: {})", plan.replicated_because);
+  return mode;
+}
+
 void log_data_parallel(const RunParts& parts, std::ostream& log) {
-  if (!parts.reducer) return;
+  if (parts.context.process_group->size() <= 1) return;
   const Config& config = parts.context.config;
-  const auto& p = config.parallelism;
   log << fmt::format(
-      "[titan] data parallel: {} ranks over {} (replicate {}, shard {}: both run as "
-      "replication), gradients all-reduced in {} bucket(s); every rank starts from parameters "
-      "{:#018x}; timeouts {} s to step 1, {} s after\n",
+      "[titan] data parallel: {} ranks over {} (replicate {}, shard {}): {}; every rank starts "
+      "from parameters {:#018x}; timeouts {} s to step 1, {} s after\n",
       parts.context.process_group->size(), parts.context.process_group->backend(),
-      p.data_parallel_replicate_degree, p.data_parallel_shard_degree, parts.reducer->buckets(),
+      parts.data_parallel.replicate, parts.data_parallel.shard, data_parallel_mode(parts),
       parts.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
 }
 
@@ -109,7 +128,8 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
       "warmup {} steps, peak lr {}\n",
       t.steps, with_thousands(parts.plan.tokens_per_step), t.local_batch_size, t.seq_len,
       parts.plan.micro_batches,
-      parts.reducer ? fmt::format(" x {} ranks", ctx.process_group->size()) : std::string(),
+      ctx.process_group->size() > 1 ? fmt::format(" x {} ranks", ctx.process_group->size())
+                                    : std::string(),
       parts.engine->schedule().warmup_steps(), config.optimizer.lr);
   log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
                      parts.token_flops, ctx.peak_flops / 1e9,

@@ -75,17 +75,32 @@ RunParts::RunParts(const RunContext& run_context)
   std::vector<at::Tensor> params = model->parameters();
   optimizer = build_optimizer(params, config.optimizer);
   token_flops = flops_per_token(args, t.seq_len);
-  if (group.size() > 1) {
+  checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
+  start = checkpointer->resume_or_initialize();
+  initial_checksum = tensors_checksum(params);
+  check_replicas_agree(group, initial_checksum, 0);
+  data_parallel = data_parallel_plan(config, group.size());
+  torch::optim::AdamW* stepped = optimizer.get();
+  if (data_parallel.fsdp) {
+    sharded = std::make_unique<FullyShardedModel>(
+        model, group, reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward));
+    shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
+    stepped = shard_optimizer.get();
+  }
+  // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
+  // and keeps its rows; otherwise its backward reduce-scatters.
+  if (group.size() > 1 && (!sharded || config.debug.batch_invariant)) {
     reducer = std::make_unique<GradientReducer>(group, params, kGradientBucketBytes,
                                                 config.debug.batch_invariant);
   }
   StepTarget target;
   target.model = model;
   target.params = params;
-  target.optimizer = optimizer.get();
+  target.optimizer = stepped;
   target.reducer = reducer.get();
+  target.sharded = sharded.get();
   target.group = &group;
-  engine = std::make_unique<StepEngine>(target, *optimizer, options, *batches,
+  engine = std::make_unique<StepEngine>(target, *stepped, options, *batches,
                                         LRSchedule(config.lr_scheduler, t.steps),
                                         config.optimizer.lr, plan.tokens_per_step);
   InstrumentSetup setup(config, folder);
@@ -94,16 +109,14 @@ RunParts::RunParts(const RunContext& run_context)
   setup.args = args;
   setup.step_options = options;
   setup.model = model;
+  setup.sharded = sharded.get();
+  setup.shard_group = &group;
   setup.dataset = source->describe();
   setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
   setup.tracer = tracer;
   setup.seed = context.determinism.seed;
   setup.text_encoder = text.encoder;
   instruments = make_instruments(setup);
-  checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
-  start = checkpointer->resume_or_initialize();
-  initial_checksum = tensors_checksum(params);
-  check_replicas_agree(group, initial_checksum, 0);
 }
 
 RunParts::~RunParts() = default;

@@ -74,7 +74,7 @@ void Trainer::write_fingerprint(const StepOutcome& outcome) {
   if (step % config_.debug.fingerprint_freq == 0) {
     ScopedSeconds timed(checksums_.seconds);
     ++checksums_.count;
-    checksum = tensors_checksum(engine().target().params);
+    checksum = engine().params_checksum();
     check_replicas_agree(*ctx_.process_group, *checksum, step);
   }
   outputs_.write_fingerprint(step, outcome.loss, outcome.grad_norm, outcome.lr,

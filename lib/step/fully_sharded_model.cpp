@@ -1,0 +1,154 @@
+// Contract in fully_sharded_model.h.
+#include "step/fully_sharded_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "util/hash.h"
+
+namespace titan {
+
+ReshardAfterForward reshard_after_forward_of(const std::string& key_value) {
+  if (key_value == "always") return ReshardAfterForward::kAlways;
+  if (key_value == "never") return ReshardAfterForward::kNever;
+  if (key_value == "default") return ReshardAfterForward::kDefault;
+  throw std::invalid_argument("fsdp_reshard_after_forward: " + key_value);
+}
+
+// Gathers a unit before its forward and hands its output to it after.
+class FullyShardedModel::Hooks : public UnitHooks {
+ public:
+  explicit Hooks(FullyShardedModel& owner) : owner_(owner) {}
+  void unit_starting(ParamUnit unit, int64_t layer) override {
+    owner_.unit_of(unit, layer).gather();
+  }
+  at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) override {
+    return owner_.unit_of(unit, layer).after_forward(output, owner_.reshards(unit));
+  }
+
+ private:
+  FullyShardedModel& owner_;
+};
+
+FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
+                                     ReshardAfterForward reshard)
+    : model_(std::move(model)), group_(group), reshard_(reshard) {
+  units_.push_back(std::make_unique<ShardedUnit>(group_, model_->tok_embeddings->parameters(),
+                                                 "tok_embeddings"));
+  for (size_t i = 0; i < model_->layers->size(); ++i) {
+    units_.push_back(std::make_unique<ShardedUnit>(group_, model_->layers[i]->parameters(),
+                                                   fmt::format("layers.{}", i)));
+  }
+  std::vector<at::Tensor> head = model_->norm->parameters();
+  for (const auto& p : model_->output->parameters()) head.push_back(p);
+  units_.push_back(std::make_unique<ShardedUnit>(group_, head, "norm and output"));
+  // The units' parameters, in order, must be the model's: the optimizer's shards, checkpoints
+  // and checksums all count on one order.
+  const auto named = model_->named_parameters();
+  size_t k = 0;
+  for (const auto& unit : units_) {
+    for (const auto& p : unit->params()) {
+      if (k >= named.size() || !named[k].value().is_same(p))
+        throw std::logic_error("FSDP units do not cover the model's parameters in order");
+      names_.push_back(named[k].key());
+      ++k;
+    }
+  }
+  if (k != named.size()) throw std::logic_error("FSDP units leave model parameters out");
+  model_->set_unit_hooks(std::make_shared<Hooks>(*this));
+}
+
+FullyShardedModel::~FullyShardedModel() { model_->set_unit_hooks(nullptr); }
+
+ShardedUnit& FullyShardedModel::unit_of(ParamUnit unit, int64_t layer) {
+  switch (unit) {
+    case ParamUnit::kEmbedding:
+      return *units_.front();
+    case ParamUnit::kBlock:
+      return *units_.at(static_cast<size_t>(layer) + 1);
+    case ParamUnit::kHead:
+      break;
+  }
+  return *units_.back();
+}
+
+bool FullyShardedModel::reshards(ParamUnit unit) const {
+  switch (reshard_) {
+    case ReshardAfterForward::kAlways:
+      return true;
+    case ReshardAfterForward::kNever:
+      return false;
+    case ReshardAfterForward::kDefault:
+      break;
+  }
+  // torchtitan: the norm and output are needed first by the backward, so they stay.
+  return unit != ParamUnit::kHead;
+}
+
+std::vector<at::Tensor> FullyShardedModel::shards() const {
+  std::vector<at::Tensor> out;
+  for (const auto& unit : units_) out.push_back(unit->shard());
+  return out;
+}
+
+void FullyShardedModel::set_reduce_in_backward(bool reduce) {
+  for (auto& unit : units_) unit->set_reduce_in_backward(reduce);
+}
+
+void FullyShardedModel::scatter_gradients(const std::vector<at::Tensor>& full_grads) {
+  at::NoGradGuard no_grad;
+  size_t k = 0;
+  for (auto& unit : units_) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : unit->params()) {
+      const at::Tensor& g = full_grads.at(k++);
+      grads.push_back(g.defined() ? g : at::zeros(p.sizes(), unit->shard().options()));
+    }
+    const_cast<at::Tensor&>(unit->shard()).mutable_grad() =
+        unit->layout().segment_of(grads, group_.rank());
+  }
+}
+
+uint64_t FullyShardedModel::params_checksum() {
+  uint64_t h = names_.size();  // tensors_checksum's seed: the number of tensors
+  for (auto& unit : units_) {
+    const bool was_gathered = unit->gathered();
+    unit->gather();
+    for (const auto& p : unit->params()) h = hash_combine(h, tensor_checksum(p.detach()));
+    if (!was_gathered) unit->release();
+  }
+  return h;
+}
+
+std::vector<LocalPiece> FullyShardedModel::local_pieces() const {
+  std::vector<LocalPiece> out;
+  size_t k = 0;
+  for (const auto& unit : units_) {
+    const at::Tensor shard = unit->shard().detach();
+    const at::Tensor grad = unit->shard().grad();
+    const auto& layout = unit->layout();
+    for (size_t i = 0; i < layout.params().size(); ++i) {
+      const int64_t rows = layout.params()[i].real_rows(group_.rank());
+      LocalPiece piece;
+      piece.name = names_[k++];
+      piece.value = layout.shard_view(shard, i).narrow(0, 0, rows);
+      if (grad.defined()) piece.grad = layout.shard_view(grad, i).narrow(0, 0, rows);
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+int64_t FullyShardedModel::largest_unit_bytes() const {
+  int64_t largest = 0;
+  for (const auto& unit : units_) {
+    int64_t bytes = 0;
+    for (const auto& p : unit->params()) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+}  // namespace titan

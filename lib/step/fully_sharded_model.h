@@ -1,0 +1,83 @@
+// FSDP over a Transformer, as torchtitan's FSDP2 applies it: the embedding, each transformer
+// block, and the final norm with the output are units (ShardedUnit) whose parameters are split
+// over the shard group. Each unit is all-gathered before its forward, released after it as
+// parallelism.fsdp_reshard_after_forward says, re-gathered for its backward, and its gradients
+// reduce-scattered when its backward is done. The optimizer steps shards(), this rank's pieces.
+//
+// The model's parameters stay the tensors its modules compute with; outside a unit's compute
+// they hold no memory, so whatever reads them between steps goes through this class
+// (params_checksum, local_pieces).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "distributed/sharded_unit.h"
+#include "model/llama.h"
+
+namespace titan {
+
+// parallelism.fsdp_reshard_after_forward, with torchtitan's meaning.
+enum class ReshardAfterForward {
+  kDefault,  // blocks and the embedding released after their forward; norm and output kept
+  kAlways,   // every unit released after its forward
+  kNever,    // every unit kept gathered from its forward to its backward
+};
+ReshardAfterForward reshard_after_forward_of(const std::string& key_value);
+
+// One parameter's piece on this rank: its real rows (padding left out) of the shard.
+struct LocalPiece {
+  std::string name;  // the model's ("layers.0.attention.wq.weight")
+  at::Tensor value;  // a view of the shard
+  at::Tensor grad;   // a view of the shard's gradient; undefined while it has none
+};
+
+class FullyShardedModel {
+ public:
+  // Requires: `model` holds the same parameters on every rank of `group` (a shard group of 2 or
+  // more), float32 leaves; `group` outlives this. Releases the model's parameters (each rank
+  // keeps its shards) and sets the model's unit hooks; the destructor unsets them.
+  FullyShardedModel(Transformer model, ProcessGroup& group, ReshardAfterForward reshard);
+  ~FullyShardedModel();
+  FullyShardedModel(const FullyShardedModel&) = delete;
+  FullyShardedModel& operator=(const FullyShardedModel&) = delete;
+
+  // This rank's shard of each unit, in the model's order: the optimizer's parameters.
+  std::vector<at::Tensor> shards() const;
+
+  // Whether backward passes reduce-scatter gradients as they finish (the default). Without, the
+  // full gradients stay in the model's parameters, for scatter_gradients.
+  void set_reduce_in_backward(bool reduce);
+  // Each shard's gradient set to this rank's segment of `full_grads` (one per model parameter, in
+  // the model's order, summed over the ranks already).
+  void scatter_gradients(const std::vector<at::Tensor>& full_grads);
+
+  // tensors_checksum of the full parameters in the model's order, gathering one unit at a time
+  // (collective: every rank calls it).
+  uint64_t params_checksum();
+
+  // This rank's pieces of every parameter, in the model's order.
+  std::vector<LocalPiece> local_pieces() const;
+
+  // The bytes of the largest unit's full parameters: what a rank holds gathered at once.
+  int64_t largest_unit_bytes() const;
+  int64_t units() const { return static_cast<int64_t>(units_.size()); }
+
+ private:
+  class Hooks;
+  ShardedUnit& unit_of(ParamUnit unit, int64_t layer);
+  bool reshards(ParamUnit unit) const;
+
+  Transformer model_;
+  ProcessGroup& group_;
+  ReshardAfterForward reshard_;
+  std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head
+  std::vector<std::string> names_;                   // the model's parameter names, in order
+};
+
+}  // namespace titan

@@ -1,0 +1,43 @@
+// Contract in data_parallel_plan.h.
+#include "train/data_parallel_plan.h"
+
+#include "instruments/instruments.h"
+
+namespace titan {
+namespace {
+
+// The first enabled feature that reads or writes the whole model between steps, which FSDP
+// does not provide yet; "" for none.
+std::string needs_whole_model(const Config& config) {
+  if (config.checkpoint.enable)
+    return "checkpoint.enable (checkpoints are saved and resumed whole; sharded ones are not "
+           "built yet)";
+  if (rerun_armed(config.debug))
+    return "debug.rerun_on / debug.rerun_steps (the rerun check snapshots the whole model)";
+  if (config.debug.numerics_trace != NumericsTrace::kNone)
+    return "debug.numerics_trace (it reads every parameter's gradient)";
+  if (config.metrics.enable_tensorboard && config.metrics.histogram_freq > 0)
+    return "metrics.histogram_freq (histograms of whole weights)";
+  return "";
+}
+
+}  // namespace
+
+DataParallelPlan data_parallel_plan(const Config& config, int64_t world) {
+  const ParallelismConfig& p = config.parallelism;
+  DataParallelPlan plan;
+  plan.replicate = p.data_parallel_replicate_degree;
+  plan.shard = p.data_parallel_shard_degree;
+  if (plan.shard == -1) plan.shard = world / plan.replicate;
+  if (plan.replicate == -1) plan.replicate = world / plan.shard;
+  if (plan.shard <= 1) return plan;
+  if (plan.replicate > 1) {
+    plan.replicated_because = "HSDP (replicate x shard) is not built yet";
+    return plan;
+  }
+  plan.replicated_because = needs_whole_model(config);
+  plan.fsdp = plan.replicated_because.empty();
+  return plan;
+}
+
+}  // namespace titan

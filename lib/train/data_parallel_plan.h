@@ -1,0 +1,25 @@
+// How a run of several processes parallelizes over data: FSDP (torchtitan's default: the shard
+// degree fills the world) or replication, and, where the config asks for sharding that is not
+// built here yet, why the run replicates instead (the start-up log says it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+
+namespace titan {
+
+struct DataParallelPlan {
+  int64_t replicate = 1;  // the degrees with -1 resolved
+  int64_t shard = 1;
+  bool fsdp = false;  // parameters, gradients and optimizer state sharded over the world
+  // Why a shard degree above 1 runs as replication ("" when it does not): the key that needs
+  // the whole model on every rank, or HSDP.
+  std::string replicated_because;
+};
+
+// Requires: the degrees passed check_parallelism and data_parallel_degree for `world`.
+DataParallelPlan data_parallel_plan(const Config& config, int64_t world);
+
+}  // namespace titan
