@@ -145,7 +145,8 @@ int64_t FullyShardedModel::largest_unit_bytes() const {
   int64_t largest = 0;
   for (const auto& unit : units_) {
     int64_t bytes = 0;
-    for (const auto& p : unit->params()) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    for (const auto& p : unit->params())
+      bytes += p.numel() * static_cast<int64_t>(p.element_size());
     largest = std::max(largest, bytes);
   }
   return largest;

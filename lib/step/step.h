@@ -63,7 +63,7 @@ struct StepTarget {
   // FSDP (parallelism.data_parallel_shard_degree > 1): the model's parameters are gathered per
   // unit; `optimizer` steps the shards. Null: every rank holds the whole model.
   FullyShardedModel* sharded = nullptr;
-  ProcessGroup* group = nullptr;                 // for the largest rank loss; null: one process
+  ProcessGroup* group = nullptr;  // for the largest rank loss; null: one process
 };
 
 struct StepRequest {

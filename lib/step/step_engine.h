@@ -37,8 +37,8 @@ class StepEngine {
   // The train state (the generators read now), and the one way to set it.
   TrainState state() const;
   void apply(const TrainState& state);
-  // In-memory copies of everything the next steps depend on (not under FSDP: std::logic_error): the steps that follow a restore
-  // reproduce those that followed the snapshot, bit for bit.
+  // In-memory copies of everything the next steps depend on (not under FSDP: std::logic_error): the
+  // steps that follow a restore reproduce those that followed the snapshot, bit for bit.
   Snapshot snapshot() const;
   void restore(const Snapshot& snapshot);
 

@@ -24,15 +24,16 @@ std::string data_parallel_mode(const RunParts& parts) {
     return fmt::format(
         "FSDP: parameters, gradients and AdamW state sharded in {} units, at most {:.1f} MiB "
         "gathered at once, reshard_after_forward {}{}",
-        parts.sharded->units(), static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
+        parts.sharded->units(),
+        static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
         parts.context.config.parallelism.fsdp_reshard_after_forward,
         parts.reducer ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
                                     "bucket(s), then keeps each rank's rows",
                                     parts.reducer->buckets())
                       : "; gradients reduce-scattered as each unit's backward ends");
   }
-  std::string mode = fmt::format("replication, gradients all-reduced in {} bucket(s)",
-                                 parts.reducer->buckets());
+  std::string mode =
+      fmt::format("replication, gradients all-reduced in {} bucket(s)", parts.reducer->buckets());
   if (!plan.replicated_because.empty())
     mode += fmt::format(" (the shard degree replicates: {})", plan.replicated_because);
   return mode;

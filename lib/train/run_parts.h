@@ -58,8 +58,8 @@ struct RunParts {
   ModelKernels kernels;                          // what the model's layers run
   std::vector<std::string> checkpointed_blocks;  // names of the blocks AC wraps
   double token_flops = 0;                        // FLOPs per token (metrics/device_stats.h)
-  std::unique_ptr<GradientReducer> reducer;  // null for one process, and FSDP without
-                                             // debug.batch_invariant
+  std::unique_ptr<GradientReducer> reducer;      // null for one process, and FSDP without
+                                                 // debug.batch_invariant
   std::unique_ptr<StepEngine> engine;
   std::shared_ptr<NumericsTracer> tracer;  // null without numerics.log or an armed rerun check
   std::vector<std::shared_ptr<Instrument>> instruments;  // in the order they are called
