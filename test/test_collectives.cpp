@@ -19,48 +19,15 @@
 #include "distributed/sharded_unit.h"
 #include "step/gradient_reducer.h"
 #include "step/sharded_sums.h"
+#include "test_ranks.h"
 #include "test_util.h"
 #include "util/error.h"
 
 namespace titan {
 namespace {
 
-// What one rank computed: the tensors the test asserts on, in the main thread (Catch's
-// assertions are not thread-safe).
-using RankOutputs = std::vector<at::Tensor>;
-
-// Runs body(group) on each rank of a `world`-rank Gloo group on loopback, one thread a rank, and
-// returns each rank's outputs by rank; rethrows the first rank's exception.
-std::vector<RankOutputs> on_gloo_ranks(int64_t world,
-                                       const std::function<RankOutputs(ProcessGroup&)>& body) {
-  const int port = test::free_port();
-  std::vector<RankOutputs> outputs(world);
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        WorldInfo w;
-        w.rank = w.local_rank = r;
-        w.world_size = w.local_world_size = world;
-        w.master_addr = "127.0.0.1";
-        w.master_port = port;
-        CommConfig comm;
-        comm.init_timeout_seconds = 60;
-        auto group =
-            make_process_group(w, comm, GroupBackend::kGloo, c10::Device(c10::kCPU), false);
-        outputs[r] = body(*group);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-  return outputs;
-}
+using test::on_gloo_ranks;
+using test::RankOutputs;
 
 // Rank r's (world * 3, 5) float tensor: values whose float sums depend on the order they are
 // added in, so that only the all-reduce's own order reproduces its bits.

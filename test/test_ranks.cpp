@@ -1,5 +1,9 @@
 #include "test_ranks.h"
 
+#include <exception>
+#include <thread>
+
+#include "distributed/world.h"
 #include "test_util.h"
 
 namespace titan::test {
@@ -30,6 +34,37 @@ std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std:
     results.push_back({std::stoi(read_text(out + ".rc")), read_text(out + ".out")});
   }
   return results;
+}
+
+std::vector<RankOutputs> on_gloo_ranks(int64_t world,
+                                       const std::function<RankOutputs(ProcessGroup&)>& body) {
+  const int port = free_port();
+  std::vector<RankOutputs> outputs(world);
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        WorldInfo w;
+        w.rank = w.local_rank = r;
+        w.world_size = w.local_world_size = world;
+        w.master_addr = "127.0.0.1";
+        w.master_port = port;
+        CommConfig comm;
+        comm.init_timeout_seconds = 60;
+        auto group =
+            make_process_group(w, comm, GroupBackend::kGloo, c10::Device(c10::kCPU), false);
+        outputs[r] = body(*group);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return outputs;
 }
 
 }  // namespace titan::test

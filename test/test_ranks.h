@@ -2,8 +2,14 @@
 // ranks of one run over Gloo on loopback.
 #pragma once
 
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "distributed/process_group.h"
 
 namespace titan::test {
 
@@ -21,5 +27,14 @@ struct RankResult {
 // Runs one process per entry of `args` (rank = index) and waits for all (each at most 300 s).
 // Their output goes to <dir>/rank<N>.out.
 std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args);
+
+// What one rank computed: the tensors the test asserts on, in the main thread (Catch's
+// assertions are not thread-safe).
+using RankOutputs = std::vector<at::Tensor>;
+
+// Runs body(group) on each rank of a `world`-rank Gloo group on loopback, one thread a rank in
+// this process, and returns each rank's outputs by rank; rethrows the first rank's exception.
+std::vector<RankOutputs> on_gloo_ranks(int64_t world,
+                                       const std::function<RankOutputs(ProcessGroup&)>& body);
 
 }  // namespace titan::test

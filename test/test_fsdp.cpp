@@ -1,0 +1,237 @@
+// FSDP (parallelism.data_parallel_shard_degree > 1): through the binary with 2 and 4 ranks on
+// loopback against replication and one process, and in this process on a Gloo group of threads
+// for what a rank holds.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/fingerprint_reader.h"
+#include "catch_torch.h"
+#include "config/config.h"
+#include "model/llama.h"
+#include "optim/optimizer.h"
+#include "step/fully_sharded_model.h"
+#include "step/step.h"
+#include "test_ranks.h"
+#include "test_util.h"
+#include "train/data_parallel_plan.h"
+
+namespace titan {
+namespace {
+
+using test::run_ranks;
+using test::same_args;
+
+// Raw uint16 tokens below the tiny model's vocabulary (the tokens dataset).
+std::string write_tokens(const std::string& dir) {
+  std::mt19937 gen(11);
+  std::vector<uint16_t> tokens(20000);
+  for (auto& t : tokens) t = static_cast<uint16_t>(gen() % 512);
+  const std::string path = dir + "/tokens.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()),
+             static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
+  return path;
+}
+
+std::vector<std::string> step_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(test::read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+// `world` ranks of a 4-step tiny run in dir/name; requires every rank to exit 0 and returns
+// rank 0's output.
+std::string train_ranks(const std::string& dir, const std::string& name, int world,
+                        const std::string& extra) {
+  const std::string run = dir + "/" + name;
+  std::filesystem::create_directories(run + "_out");
+  const auto ranks = run_ranks(run + "_out", same_args(world, test::tiny_run(run, 4, extra)));
+  for (const auto& rank : ranks) {
+    INFO(name << ":\n" << rank.output);
+    REQUIRE(rank.exit_code == 0);
+  }
+  return ranks[0].output;
+}
+
+const char* const kReplicate =
+    " --parallelism.data_parallel_shard_degree 1 --parallelism.data_parallel_replicate_degree -1";
+
+TEST_CASE(
+    "fsdp: under batch_invariant, 2 and 4 ranks' step lines are byte-identical to replication's "
+    "and one process's, with activation checkpointing and micro-batches",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_bitwise");
+  const std::string args = " --training.dataset tokens --training.dataset_path " +
+                           write_tokens(dir) +
+                           " --debug.batch_invariant true --training.global_batch_size 16"
+                           " --activation_checkpoint.mode full";
+  const auto one = test::run_titan(test::tiny_run(dir + "/one", 4, args));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  const auto expected = step_lines(dir + "/one/fingerprint.log");
+  REQUIRE(expected.size() == 4);
+  for (int world : {2, 4}) {
+    INFO(world << " ranks");
+    const std::string fsdp = "fsdp" + std::to_string(world);
+    const std::string log = train_ranks(dir, fsdp, world, args);
+    CHECK_THAT(log, Catch::Contains("FSDP: parameters, gradients and AdamW state sharded"));
+    CHECK(step_lines(dir + "/" + fsdp + "/fingerprint.log") == expected);
+    // Every rank checksums the same gathered parameters.
+    CHECK(step_lines(dir + "/" + fsdp + "/fingerprint.rank1.log") == expected);
+  }
+  const std::string log = train_ranks(dir, "replicated", 2, args + kReplicate);
+  CHECK_THAT(log, Catch::Contains("replicate 2, shard 1): replication"));
+  CHECK(step_lines(dir + "/replicated/fingerprint.log") == expected);
+}
+
+TEST_CASE(
+    "fsdp: without batch_invariant each step's loss and grad_norm are within 1e-6 of "
+    "replication's, for each fsdp_reshard_after_forward",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_close");
+  const std::string args = " --training.dataset tokens --training.dataset_path " +
+                           write_tokens(dir) + " --training.global_batch_size 16";
+  struct Case {
+    int world;
+    const char* reshard;
+    const char* ac;
+  };
+  for (const Case& c :
+       {Case{2, "default", "selective"}, Case{2, "never", "none"}, Case{4, "always", "full"}}) {
+    INFO(c.world << " ranks, reshard " << c.reshard << ", AC " << c.ac);
+    const std::string run_args = args + " --activation_checkpoint.mode " + c.ac +
+                                 " --parallelism.fsdp_reshard_after_forward " + c.reshard;
+    const std::string tag = std::to_string(c.world) + c.reshard;
+    const std::string log = train_ranks(dir, "fsdp" + tag, c.world, run_args);
+    CHECK_THAT(log, Catch::Contains(std::string("reshard_after_forward ") + c.reshard));
+    train_ranks(dir, "replicated" + tag, c.world, run_args + kReplicate);
+    const auto a = read_fingerprint_log(dir + "/fsdp" + tag + "/fingerprint.log").steps;
+    const auto b = read_fingerprint_log(dir + "/replicated" + tag + "/fingerprint.log").steps;
+    REQUIRE(a.size() == 4);
+    REQUIRE(b.size() == 4);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("step " << i + 1);
+      CHECK(std::abs(a[i].loss - b[i].loss) <= 1e-6 * std::abs(b[i].loss));
+      CHECK(std::abs(a[i].grad_norm - b[i].grad_norm) <= 1e-6 * std::abs(b[i].grad_norm));
+    }
+    CHECK(a.back().loss < a.front().loss + 1.0);  // it trains, not diverges
+  }
+}
+
+TEST_CASE(
+    "fsdp: the shard degree replicates where the run reads the whole model between steps, or "
+    "asks for HSDP, naming why",
+    "[config]") {
+  Config config;
+  DataParallelPlan plan = data_parallel_plan(config, 4);  // shard -1 fills the world
+  CHECK(plan.fsdp);
+  CHECK(plan.shard == 4);
+  CHECK(plan.replicate == 1);
+  CHECK_FALSE(data_parallel_plan(config, 1).fsdp);
+
+  config.parallelism.data_parallel_replicate_degree = 2;
+  plan = data_parallel_plan(config, 4);
+  CHECK_FALSE(plan.fsdp);
+  CHECK(plan.shard == 2);
+  CHECK_THAT(plan.replicated_because, Catch::Contains("HSDP"));
+
+  config = Config();
+  config.checkpoint.enable = true;
+  CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
+             Catch::Contains("checkpoint.enable"));
+  config = Config();
+  config.debug.rerun_steps = {3};
+  CHECK_THAT(data_parallel_plan(config, 2).replicated_because, Catch::Contains("debug.rerun"));
+  config = Config();
+  config.debug.numerics_trace = NumericsTrace::kBlocks;
+  CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
+             Catch::Contains("debug.numerics_trace"));
+  config = Config();
+  config.metrics.enable_tensorboard = true;
+  config.metrics.histogram_freq = 5;
+  CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
+             Catch::Contains("metrics.histogram_freq"));
+}
+
+// The bytes of a tensor's storage (0 for a released parameter).
+int64_t storage_bytes(const at::Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.storage().nbytes()) : 0;
+}
+
+TEST_CASE(
+    "fsdp: after a step each rank holds its shard of the parameters, gradients and AdamW "
+    "moments, and no full parameter or gradient",
+    "[distributed]") {
+  const int64_t world = 2;
+  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  int64_t full_bytes = 0;
+  auto outputs = test::on_gloo_ranks(world, [&](ProcessGroup& group) -> test::RankOutputs {
+    Transformer model(args);
+    {
+      auto generator = at::detail::createCPUGenerator(3);
+      at::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.copy_(at::randn(p.sizes(), generator) * 0.02);
+    }
+    std::vector<at::Tensor> params = model->parameters();
+    int64_t bytes = 0;
+    for (const auto& p : params) bytes += storage_bytes(p);
+    FullyShardedModel sharded(model, group, ReshardAfterForward::kDefault);
+    auto optimizer = build_optimizer(sharded.shards(), OptimizerConfig());
+    auto generator = at::detail::createCPUGenerator(7);
+    Batch batch;
+    batch.inputs = at::randint(args.vocab_size, {2, 16}, generator);
+    batch.labels = at::randint(args.vocab_size, {2, 16}, generator);
+    const std::vector<Batch> batches{batch};
+    StepTarget target;
+    target.model = model;
+    target.params = params;
+    target.optimizer = optimizer.get();
+    target.sharded = &sharded;
+    target.group = &group;
+    StepOptions options;
+    options.data_parallel = world;
+    StepRequest request;
+    request.step = 1;
+    request.batches = &batches;
+    request.lr = 1e-3;
+    const StepOutcome out = run_step(target, options, request);
+    int64_t full_held = 0;
+    for (const auto& p : params) full_held += storage_bytes(p) + storage_bytes(p.grad());
+    int64_t shard_bytes = 0, grad_bytes = 0, moment_bytes = 0;
+    for (const auto& shard : sharded.shards()) {
+      shard_bytes += storage_bytes(shard);
+      grad_bytes += storage_bytes(shard.grad());
+    }
+    for (const auto& item : optimizer->state()) {
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*item.second);
+      moment_bytes += storage_bytes(state.exp_avg()) + storage_bytes(state.exp_avg_sq());
+    }
+    if (group.rank() == 0) full_bytes = bytes;
+    return {at::tensor({full_held, shard_bytes, grad_bytes, moment_bytes}),
+            at::tensor(out.loss, at::kDouble)};
+  });
+  // The tiny model's rows divide by 2: a shard is exactly half, with no padding.
+  for (int64_t r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    const auto held = outputs[r][0];
+    CHECK(held[0].item<int64_t>() == 0);               // no full parameter or gradient left
+    CHECK(held[1].item<int64_t>() == full_bytes / 2);  // parameters
+    CHECK(held[2].item<int64_t>() == full_bytes / 2);  // gradients
+    CHECK(held[3].item<int64_t>() == full_bytes);      // two moments
+    CHECK(std::isfinite(outputs[r][1].item<double>()));
+  }
+}
+
+}  // namespace
+}  // namespace titan
