@@ -22,6 +22,7 @@
 #include "test_ranks.h"
 #include "test_util.h"
 #include "train/data_parallel_plan.h"
+#include "train/memory_check.h"
 
 namespace titan {
 namespace {
@@ -162,6 +163,25 @@ TEST_CASE(
   config.metrics.histogram_freq = 5;
   CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
              Catch::Contains("metrics.histogram_freq"));
+}
+
+TEST_CASE(
+    "fsdp: the memory check counts a rank's model state as sharded: 16 B a parameter / shard "
+    "degree plus the largest unit gathered, and never less than the whole weights built first",
+    "[config]") {
+  Config config;
+  const ModelArgs args = model_args_for_flavor(Flavor::k8B);
+  const double n = static_cast<double>(args.num_params());
+  const c10::Device cpu(c10::kCPU);
+  const double largest = static_cast<double>(largest_unit_params(args));
+  // Llama 3 8B: the embedding (128256 x 4096) outweighs a block.
+  CHECK(largest_unit_params(args) == args.vocab_size * args.dim + args.dim);
+  CHECK(estimate_memory(args, config, 1, cpu).model_state == 16.0 * n);
+  CHECK(estimate_memory(args, config, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
+  // From 8 ranks on, the shards are smaller than the weights each rank builds before sharding.
+  CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
+  CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 4.0 * n);
+  CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 4.0 * n);
 }
 
 // The bytes of a tensor's storage (0 for a released parameter).

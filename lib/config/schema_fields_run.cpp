@@ -21,8 +21,8 @@ void add_parallelism(Config& c, std::vector<FieldSpec>& out) {
       -1, kMaxDegree));
   out.push_back(
       at_least(field("parallelism", "data_parallel_shard_degree", &p.data_parallel_shard_degree,
-                     "Data-parallel shards (FSDP's degree; run as replication: same "
-                     "numerics, parameters not sharded); -1 fills the world size"),
+                     "Data-parallel shards: FSDP over this many ranks (parameters, "
+                     "gradients and optimizer state sharded per unit); -1 fills the world size"),
                -1, kMaxDegree));
   out.push_back(
       refused_hashed(at_least(field("parallelism", "tensor_parallel_degree",
@@ -42,13 +42,13 @@ void add_parallelism(Config& c, std::vector<FieldSpec>& out) {
                1, kMaxDegree),
       "titan-train parallelizes over data only; a shorter training.seq_len, or activation "
       "checkpointing, lowers the memory per sequence"));
-  out.push_back(no_effect(
+  // Out of the hash: when gathered parameters are freed changes memory, not a bit.
+  out.push_back(not_hashed(
       with_choices(field("parallelism", "fsdp_reshard_after_forward", &p.fsdp_reshard_after_forward,
-                         "When FSDP frees gathered parameters after a "
-                         "block's forward"),
-                   {"default", "always", "never"}),
-      "the shard degree runs as replication here: nothing is gathered or "
-      "freed"));
+                         "When FSDP frees a unit's gathered parameters after its forward: "
+                         "\"default\" (all but the final norm and output), \"always\", "
+                         "\"never\" (kept until the unit's backward)"),
+                   {"default", "always", "never"})));
   out.push_back(no_effect(field("parallelism", "disable_loss_parallel", &p.disable_loss_parallel,
                                 "Compute the loss without tensor-parallel sharding of the logits"),
                           kTensorOnly));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "metrics/device_stats.h"
 #include "util/error.h"
 
@@ -14,13 +16,26 @@ std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); 
 
 }  // namespace
 
+int64_t largest_unit_params(const ModelArgs& args) {
+  const int64_t table = args.vocab_size * args.dim;  // the embedding's, and the output's
+  const int64_t blocks = args.num_params() - 2 * table - args.dim;
+  return std::max(table + args.dim, args.n_layers > 0 ? blocks / args.n_layers : 0);
+}
+
 MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
-                               int64_t grad_accum_steps, const c10::Device& device) {
+                               int64_t grad_accum_steps, const c10::Device& device,
+                               int64_t shard_degree) {
   const TrainingConfig& t = config.training;
   // Doubles throughout: the products may exceed int64 before the bounds below say no.
   const double tokens = static_cast<double>(t.local_batch_size) * static_cast<double>(t.seq_len);
   MemoryEstimate e;
-  e.model_state = 16.0 * static_cast<double>(args.num_params());
+  const double params = static_cast<double>(args.num_params());
+  e.model_state = 16.0 * params;
+  if (shard_degree > 1) {
+    const double sharded = 16.0 * params / static_cast<double>(shard_degree) +
+                           8.0 * static_cast<double>(largest_unit_params(args));
+    e.model_state = std::max(4.0 * params, sharded);
+  }
   const double dim = static_cast<double>(args.dim);
   const double kv_dim = static_cast<double>(args.kv_heads() * args.head_dim());
   const double one_block =
@@ -48,9 +63,9 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
 }
 
 void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accum_steps,
-                  const c10::Device& device) {
+                  const c10::Device& device, int64_t shard_degree) {
   const auto& t = config.training;
-  const MemoryEstimate e = estimate_memory(args, config, grad_accum_steps, device);
+  const MemoryEstimate e = estimate_memory(args, config, grad_accum_steps, device, shard_degree);
   const double available = device_memory_bytes(device);
   const std::string limit = fmt::format("{} has {}", device_memory_source(device), gib(available));
   if (available <= 0) return;  // unknown: nothing to compare against
@@ -58,7 +73,8 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
     throw ConfigError("model.flavor",
                       fmt::format("{} needs at least {} for weights, gradients and AdamW state; {}",
                                   to_string(config.model.flavor), gib(e.model_state), limit),
-                      "pick a smaller flavor (debugmodel runs anywhere)");
+                      "pick a smaller flavor (debugmodel runs anywhere), or shard the model "
+                      "state over more ranks (parallelism.data_parallel_shard_degree)");
   }
   // On CUDA the batches are built in host memory; everything else lives on the GPU.
   const double host_side = e.batches + e.per_step;

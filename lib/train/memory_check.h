@@ -15,7 +15,11 @@ namespace titan {
 // Lower bounds, in bytes, of what a run holds at its peak; each term is certain to be allocated,
 // so a run refused on them could not have fit.
 struct MemoryEstimate {
-  double model_state = 0;  // fp32 weights, gradients and AdamW's two moments: 16 B/parameter
+  // fp32 weights, gradients and AdamW's two moments: 16 B/parameter, on each rank. Under FSDP
+  // 16 B/parameter / shard degree, plus the largest unit's weights and gradients gathered (8 B
+  // each of its parameters), and at least the whole model's weights (4 B/parameter), which each
+  // rank builds before it shards them.
+  double model_state = 0;
   // One micro-batch: logits and their gradient, each block's input, and while one block runs
   // (in any activation checkpointing mode) its q, k, v, attention output and SwiGLU's two
   // hidden projections.
@@ -31,12 +35,17 @@ struct MemoryEstimate {
   double per_step = 0;  // the run's one-loss-per-step record
 };
 
+// `shard_degree`: the ranks FSDP shards the model state over (1: every rank holds all of it).
 MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
-                               int64_t grad_accum_steps, const c10::Device& device);
+                               int64_t grad_accum_steps, const c10::Device& device,
+                               int64_t shard_degree = 1);
+
+// The parameters of the model's largest FSDP unit (the embedding, a block, or norm + output).
+int64_t largest_unit_params(const ModelArgs& args);
 
 // Throws ConfigError when the estimate exceeds device_memory_bytes(device) (host RAM or the
 // cgroup limit on CPU, whichever is smaller; the GPU's memory for model and activations on CUDA).
 void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accum_steps,
-                  const c10::Device& device);
+                  const c10::Device& device, int64_t shard_degree = 1);
 
 }  // namespace titan

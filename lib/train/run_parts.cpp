@@ -51,7 +51,9 @@ RunParts::RunParts(const RunContext& run_context)
   const auto& t = config.training;
   ProcessGroup& group = *context.process_group;
   const RunFolder folder(config);
-  check_memory(args, config, plan.micro_batches, context.device);
+  data_parallel = data_parallel_plan(config, group.size());
+  check_memory(args, config, plan.micro_batches, context.device,
+               data_parallel.fsdp ? data_parallel.shard : 1);
   text = text_encoding_for(config, args.vocab_size);
   source = make_token_source(training_dataset(t), context.determinism.seed, t.seq_len + 1,
                              args.vocab_size, text.encoder);
@@ -79,7 +81,6 @@ RunParts::RunParts(const RunContext& run_context)
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
-  data_parallel = data_parallel_plan(config, group.size());
   torch::optim::AdamW* stepped = optimizer.get();
   if (data_parallel.fsdp) {
     sharded = std::make_unique<FullyShardedModel>(
