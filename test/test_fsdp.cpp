@@ -131,6 +131,57 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "fsdp: a checkpoint saved at one shard degree resumes bit-exactly at another, on replication "
+    "and on one process (batch_invariant): 2 -> 4 -> replicated 2 -> 1",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_resume");
+  const std::string args = " --training.dataset tokens --training.dataset_path " +
+                           write_tokens(dir) +
+                           " --debug.batch_invariant true --training.global_batch_size 8"
+                           " --checkpoint.enable true --checkpoint.interval 1"
+                           " --checkpoint.last_save_model_only false";
+  auto run = [&](const std::string& name, int world, int steps, const std::string& extra) {
+    const std::string flags = test::tiny_run(dir + "/" + name, steps, args + extra);
+    if (world == 1) {
+      const auto one = test::run_titan(flags);
+      INFO(one.output);
+      REQUIRE(one.exit_code == 0);
+      return one.output;
+    }
+    std::filesystem::create_directories(dir + "/" + name + "_out" + std::to_string(world));
+    const auto ranks = run_ranks(dir + "/" + name + "_out" + std::to_string(world),
+                                 same_args(world, flags));
+    for (const auto& rank : ranks) {
+      INFO(rank.output);
+      REQUIRE(rank.exit_code == 0);
+    }
+    return ranks[0].output;
+  };
+  run("straight", 1, 5, "");
+  const std::string checkpoints = dir + "/split/checkpoint/";
+  CHECK_THAT(run("split", 2, 5, ""), Catch::Contains("FSDP: parameters"));
+  // As if each run had been killed after the step it is resumed from.
+  const auto drop_after = [&](int step) {
+    for (int s = step + 1; s <= 5; ++s)
+      std::filesystem::remove_all(checkpoints + "step-" + std::to_string(s));
+  };
+  drop_after(2);
+  std::string log = run("split", 4, 5, "");
+  CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-2"));
+  CHECK_THAT(log, Catch::Contains("shard 4): FSDP"));
+  drop_after(3);
+  log = run("split", 2, 5, kReplicate);
+  CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-3"));
+  CHECK_THAT(log, Catch::Contains("): replication"));
+  drop_after(4);
+  log = run("split", 1, 5, "");
+  CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-4"));
+  const auto expected = step_lines(dir + "/straight/fingerprint.log");
+  REQUIRE(expected.size() == 5);
+  CHECK(step_lines(dir + "/split/fingerprint.log") == expected);
+}
+
+TEST_CASE(
     "fsdp: the shard degree replicates where the run reads the whole model between steps, or "
     "asks for HSDP, naming why",
     "[config]") {
@@ -148,9 +199,8 @@ TEST_CASE(
   CHECK_THAT(plan.replicated_because, Catch::Contains("HSDP"));
 
   config = Config();
-  config.checkpoint.enable = true;
-  CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
-             Catch::Contains("checkpoint.enable"));
+  config.checkpoint.enable = true;  // checkpoints gather the shards to save the model whole
+  CHECK(data_parallel_plan(config, 2).fsdp);
   config = Config();
   config.debug.rerun_steps = {3};
   CHECK_THAT(data_parallel_plan(config, 2).replicated_because, Catch::Contains("debug.rerun"));

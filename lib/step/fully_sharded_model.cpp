@@ -6,9 +6,22 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "optim/optimizer.h"
 #include "util/hash.h"
 
 namespace titan {
+namespace {
+
+using torch::optim::AdamWParamState;
+
+// `optimizer`'s state of `p`; null before its first step.
+AdamWParamState* state_of(torch::optim::AdamW& optimizer, const at::Tensor& p) {
+  auto& states = optimizer.state();
+  const auto found = states.find(adamw_state_key(p));
+  return found == states.end() ? nullptr : static_cast<AdamWParamState*>(found->second.get());
+}
+
+}  // namespace
 
 ReshardAfterForward reshard_after_forward_of(const std::string& key_value) {
   if (key_value == "always") return ReshardAfterForward::kAlways;
@@ -120,6 +133,59 @@ uint64_t FullyShardedModel::params_checksum() {
     if (!was_gathered) unit->release();
   }
   return h;
+}
+
+void FullyShardedModel::gather_whole(torch::optim::AdamW& whole, torch::optim::AdamW& sharded) {
+  at::NoGradGuard no_grad;
+  for (auto& unit : units_) {
+    unit->gather();
+    const AdamWParamState* state = state_of(sharded, unit->shard());
+    if (!state) continue;  // before the first step: every rank alike
+    const int64_t segment = unit->layout().segment_numel();
+    auto gathered = [&](const at::Tensor& moment, const char* what) {
+      at::Tensor all = at::empty({group_.size() * segment}, moment.options());
+      group_.start_all_gather(all, moment, fmt::format("{}'s {} all-gather", unit->name(), what))
+          ->wait();
+      return unit->layout().unpack_gathered(all);
+    };
+    const std::vector<at::Tensor> m = gathered(state->exp_avg(), "exp_avg");
+    const std::vector<at::Tensor> v = gathered(state->exp_avg_sq(), "exp_avg_sq");
+    for (size_t i = 0; i < unit->params().size(); ++i) {
+      auto full = std::make_unique<AdamWParamState>();
+      full->step(state->step());
+      full->exp_avg(m[i]);
+      full->exp_avg_sq(v[i]);
+      whole.state()[adamw_state_key(unit->params()[i])] = std::move(full);
+    }
+  }
+}
+
+void FullyShardedModel::release_whole(torch::optim::AdamW& whole) {
+  for (auto& unit : units_) unit->release();
+  whole.state().clear();
+}
+
+void FullyShardedModel::take_optimizer_state(torch::optim::AdamW& whole,
+                                             torch::optim::AdamW& sharded) {
+  at::NoGradGuard no_grad;
+  for (auto& unit : units_) {
+    std::vector<at::Tensor> m, v;
+    int64_t step = 0;
+    for (const auto& p : unit->params()) {
+      const AdamWParamState* state = state_of(whole, p);
+      if (!state) break;
+      step = state->step();
+      m.push_back(state->exp_avg());
+      v.push_back(state->exp_avg_sq());
+    }
+    if (m.size() != unit->params().size()) continue;  // saved before the first step
+    auto shard_state = std::make_unique<AdamWParamState>();
+    shard_state->step(step);
+    shard_state->exp_avg(unit->layout().segment_of(m, group_.rank()));
+    shard_state->exp_avg_sq(unit->layout().segment_of(v, group_.rank()));
+    sharded.state()[adamw_state_key(unit->shard())] = std::move(shard_state);
+  }
+  whole.state().clear();
 }
 
 std::vector<LocalPiece> FullyShardedModel::local_pieces() const {

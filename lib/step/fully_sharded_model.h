@@ -10,6 +10,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/optim/adamw.h>
 
 #include <cstdint>
 #include <memory>
@@ -60,6 +61,16 @@ class FullyShardedModel {
   // tensors_checksum of the full parameters in the model's order, gathering one unit at a time
   // (collective: every rank calls it).
   uint64_t params_checksum();
+
+  // Checkpoints, which are saved and loaded whole (collective: every rank calls them).
+  // gather_whole: every unit's parameters gathered into the model, and `sharded`'s AdamW moments
+  // (the optimizer of shards()) all-gathered into `whole`'s state, keyed by the model's
+  // parameters as replication keeps them. release_whole frees both again.
+  void gather_whole(torch::optim::AdamW& whole, torch::optim::AdamW& sharded);
+  void release_whole(torch::optim::AdamW& whole);
+  // After a resume loaded `whole` (the optimizer of the model's parameters): `sharded`'s state
+  // becomes this rank's rows of it, and `whole`'s state is cleared.
+  void take_optimizer_state(torch::optim::AdamW& whole, torch::optim::AdamW& sharded);
 
   // This rank's pieces of every parameter, in the model's order.
   std::vector<LocalPiece> local_pieces() const;

@@ -59,12 +59,28 @@ bool Checkpointer::due(int64_t step) const {
 }
 
 void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& console) {
+  if (!gather_whole_) {
+    save_whole(state, final_save, console);
+    return;
+  }
+  gather_whole_();
+  try {
+    save_whole(state, final_save, console);
+  } catch (...) {
+    release_whole_();
+    throw;
+  }
+  release_whole_();
+}
+
+void Checkpointer::save_whole(const TrainState& state, bool final_save, std::ostream& console) {
   const auto& c = config_.checkpoint;
   const bool model_only = final_save && c.last_save_model_only;
   const int64_t step = state.step;
   std::vector<TrainState> other_rank_states;
   if (group_.size() > 1 && !model_only) {
-    // Parameters and optimizer state are replicated: rank 0 saves them with every rank's state.
+    // Parameters and optimizer state are whole on every rank (replicated, or gathered from FSDP's
+    // shards): rank 0 saves them with every rank's state.
     const auto states =
         group_.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state));
     for (size_t r = 1; r < states.size(); ++r) {

@@ -48,6 +48,13 @@ class Checkpointer {
   // config ConfigError. Writes nothing. (checkpoint_resume.cpp)
   StartPoint resume_or_initialize();
 
+  // FSDP: `gather` makes the model and optimizer whole before a save and `release` shards them
+  // again after (both collective); unset, they are whole already.
+  void set_whole_model(std::function<void()> gather, std::function<void()> release) {
+    gather_whole_ = std::move(gather);
+    release_whole_ = std::move(release);
+  }
+
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
   bool due(int64_t step) const;
@@ -68,6 +75,7 @@ class Checkpointer {
                       std::ostream& console);
 
  private:
+  void save_whole(const TrainState& state, bool final_save, std::ostream& console);
   void resume_from(const std::string& path, StartPoint& start);
   // Restores a full checkpoint's model, optimizer and train state, each unless excluded.
   void restore_parts(const CheckpointContents& c, const std::string& path, StartPoint& start);
@@ -93,6 +101,7 @@ class Checkpointer {
   std::string folder_;            // <dump_folder>/<checkpoint.folder>
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
+  std::function<void()> gather_whole_, release_whole_;
 };
 
 }  // namespace titan

@@ -9,9 +9,6 @@ namespace {
 // The first enabled feature that reads or writes the whole model between steps, which FSDP
 // does not provide yet; "" for none.
 std::string needs_whole_model(const Config& config) {
-  if (config.checkpoint.enable)
-    return "checkpoint.enable (checkpoints are saved and resumed whole; sharded ones are not "
-           "built yet)";
   if (rerun_armed(config.debug))
     return "debug.rerun_on / debug.rerun_steps (the rerun check snapshots the whole model)";
   if (config.debug.numerics_trace != NumericsTrace::kNone)

@@ -86,7 +86,11 @@ RunParts::RunParts(const RunContext& run_context)
     sharded = std::make_unique<FullyShardedModel>(
         model, group, reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward));
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
+    sharded->take_optimizer_state(*optimizer, *shard_optimizer);  // a resume's moments
     stepped = shard_optimizer.get();
+    checkpointer->set_whole_model(
+        [this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
+        [this] { sharded->release_whole(*optimizer); });
   }
   // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
   // and keeps its rows; otherwise its backward reduce-scatters.
