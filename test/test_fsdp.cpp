@@ -2,6 +2,7 @@
 // loopback against replication and one process, and in this process on a Gloo group of threads
 // for what a rank holds.
 #include <ATen/CPUGeneratorImpl.h>
+#include <stdlib.h>
 
 #include <cmath>
 #include <cstdint>
@@ -91,6 +92,12 @@ TEST_CASE(
     // Every rank checksums the same gathered parameters.
     CHECK(step_lines(dir + "/" + fsdp + "/fingerprint.rank1.log") == expected);
   }
+  // Prefetching moves when the all-gathers run, not what they move.
+  setenv("TITAN_FSDP_PREFETCH", "0", 1);
+  const std::string unfetched = train_ranks(dir, "no_prefetch", 2, args);
+  unsetenv("TITAN_FSDP_PREFETCH");
+  CHECK_THAT(unfetched, Catch::Contains("(no prefetch)"));
+  CHECK(step_lines(dir + "/no_prefetch/fingerprint.log") == expected);
   const std::string log = train_ranks(dir, "replicated", 2, args + kReplicate);
   CHECK_THAT(log, Catch::Contains("replicate 2, shard 1): replication"));
   CHECK(step_lines(dir + "/replicated/fingerprint.log") == expected);
@@ -149,8 +156,8 @@ TEST_CASE(
       return one.output;
     }
     std::filesystem::create_directories(dir + "/" + name + "_out" + std::to_string(world));
-    const auto ranks = run_ranks(dir + "/" + name + "_out" + std::to_string(world),
-                                 same_args(world, flags));
+    const auto ranks =
+        run_ranks(dir + "/" + name + "_out" + std::to_string(world), same_args(world, flags));
     for (const auto& rank : ranks) {
       INFO(rank.output);
       REQUIRE(rank.exit_code == 0);

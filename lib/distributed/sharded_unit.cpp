@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "distributed/param_storage.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
@@ -49,13 +50,25 @@ ShardedUnit::ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, st
   release();
 }
 
+void ShardedUnit::prefetch() {
+  if (gathered_ || pending_gather_) return;
+  at::NoGradGuard no_grad;
+  gather_buffer_ = at::empty({group_.size() * layout_.segment_numel()}, shard_.options());
+  pending_gather_ = group_.start_all_gather(gather_buffer_, shard_.detach(),
+                                            fmt::format("{}'s parameter all-gather", name_));
+}
+
 void ShardedUnit::gather() {
   if (gathered_) return;
+  prefetch();
+  {
+    ScopedSeconds timed(seconds_.gather_wait);
+    pending_gather_->wait();
+  }
+  pending_gather_.reset();
   at::NoGradGuard no_grad;
-  at::Tensor all = at::empty({group_.size() * layout_.segment_numel()}, shard_.options());
-  group_.start_all_gather(all, shard_.detach(), fmt::format("{}'s parameter all-gather", name_))
-      ->wait();
-  const std::vector<at::Tensor> full = layout_.unpack_gathered(all);
+  const std::vector<at::Tensor> full = layout_.unpack_gathered(gather_buffer_);
+  gather_buffer_ = at::Tensor();
   for (size_t i = 0; i < params_.size(); ++i) refill_storage(params_[i], full[i]);
   gathered_ = true;
 }
@@ -71,6 +84,7 @@ at::Tensor ShardedUnit::after_forward(const at::Tensor& output, bool reshard) {
   if (output.requires_grad()) {
     output.register_hook([this](const at::Tensor& grad) {
       gather();
+      if (backward_prefetch_) backward_prefetch_->prefetch();
       return grad;
     });
   }
@@ -94,6 +108,7 @@ void ShardedUnit::reduce_gradients() {
     grads.push_back(p.grad().defined() ? p.grad() : at::zeros(p.sizes(), shard_.options()));
   }
   at::Tensor reduced = at::zeros({layout_.segment_numel()}, shard_.options());
+  ScopedSeconds timed(seconds_.reduce_scatter);
   group_
       .start_reduce_scatter_sum(
           reduced, layout_.pack_for_reduce_scatter(grads),

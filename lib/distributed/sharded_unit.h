@@ -32,6 +32,12 @@ class ShardedUnit {
   // The parameters' full values back in their storage, from every rank's shard (one all-gather
   // of the unit). Nothing when they are gathered already.
   void gather();
+  // Starts the all-gather that gather() completes, so that it moves while something else
+  // computes (FSDP's prefetch). Nothing when gathered or started already.
+  void prefetch();
+  // The unit whose all-gather to start once this unit's backward has gathered (the one whose
+  // backward comes next); null: none.
+  void set_backward_prefetch(ShardedUnit* next) { backward_prefetch_ = next; }
   // Releases the parameters' storage (nothing when released already).
   void release();
   bool gathered() const { return gathered_; }
@@ -55,6 +61,13 @@ class ShardedUnit {
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::string& name() const { return name_; }
 
+  // Wall time spent waiting for this unit's all-gathers and reduce-scatters since it was built.
+  struct CollectiveSeconds {
+    double gather_wait = 0;
+    double reduce_scatter = 0;
+  };
+  const CollectiveSeconds& collective_seconds() const { return seconds_; }
+
  private:
   void gradient_arrived();
   void reduce_gradients();
@@ -68,6 +81,10 @@ class ShardedUnit {
   // weakly, and one made again between backward passes would have none.
   std::vector<std::shared_ptr<void>> accumulators_;
   bool gathered_ = true;
+  std::unique_ptr<PendingCollective> pending_gather_;  // prefetch()'s, with its buffer
+  at::Tensor gather_buffer_;
+  ShardedUnit* backward_prefetch_ = nullptr;
+  CollectiveSeconds seconds_;
   bool reduce_in_backward_ = true;
   size_t gradients_in_ = 0;
   int64_t backward_passes_ = 0;

@@ -36,6 +36,11 @@ class FullyShardedModel::Hooks : public UnitHooks {
   explicit Hooks(FullyShardedModel& owner) : owner_(owner) {}
   void unit_starting(ParamUnit unit, int64_t layer) override {
     owner_.unit_of(unit, layer).gather();
+    if (!owner_.prefetch_) return;
+    const size_t index = unit == ParamUnit::kEmbedding ? 0
+                         : unit == ParamUnit::kBlock   ? static_cast<size_t>(layer) + 1
+                                                       : owner_.units_.size() - 1;
+    if (index + 1 < owner_.units_.size()) owner_.units_[index + 1]->prefetch();
   }
   at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) override {
     return owner_.unit_of(unit, layer).after_forward(output, owner_.reshards(unit));
@@ -46,8 +51,8 @@ class FullyShardedModel::Hooks : public UnitHooks {
 };
 
 FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
-                                     ReshardAfterForward reshard)
-    : model_(std::move(model)), group_(group), reshard_(reshard) {
+                                     ReshardAfterForward reshard, bool prefetch)
+    : model_(std::move(model)), group_(group), reshard_(reshard), prefetch_(prefetch) {
   units_.push_back(std::make_unique<ShardedUnit>(group_, model_->tok_embeddings->parameters(),
                                                  "tok_embeddings"));
   for (size_t i = 0; i < model_->layers->size(); ++i) {
@@ -70,7 +75,20 @@ FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
     }
   }
   if (k != named.size()) throw std::logic_error("FSDP units leave model parameters out");
+  if (prefetch_) {
+    for (size_t i = 1; i < units_.size(); ++i)
+      units_[i]->set_backward_prefetch(units_[i - 1].get());
+  }
   model_->set_unit_hooks(std::make_shared<Hooks>(*this));
+}
+
+ShardedUnit::CollectiveSeconds FullyShardedModel::collective_seconds() const {
+  ShardedUnit::CollectiveSeconds total;
+  for (const auto& unit : units_) {
+    total.gather_wait += unit->collective_seconds().gather_wait;
+    total.reduce_scatter += unit->collective_seconds().reduce_scatter;
+  }
+  return total;
 }
 
 FullyShardedModel::~FullyShardedModel() { model_->set_unit_hooks(nullptr); }

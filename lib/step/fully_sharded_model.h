@@ -43,7 +43,11 @@ class FullyShardedModel {
   // Requires: `model` holds the same parameters on every rank of `group` (a shard group of 2 or
   // more), float32 leaves; `group` outlives this. Releases the model's parameters (each rank
   // keeps its shards) and sets the model's unit hooks; the destructor unsets them.
-  FullyShardedModel(Transformer model, ProcessGroup& group, ReshardAfterForward reshard);
+  // `prefetch`: each unit's all-gather starts while the unit before it computes (the next
+  // block's in the forward, the previous block's in the backward), as FSDP2 does; one more unit
+  // gathered at a time.
+  FullyShardedModel(Transformer model, ProcessGroup& group, ReshardAfterForward reshard,
+                    bool prefetch = true);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -78,6 +82,9 @@ class FullyShardedModel {
   // The bytes of the largest unit's full parameters: what a rank holds gathered at once.
   int64_t largest_unit_bytes() const;
   int64_t units() const { return static_cast<int64_t>(units_.size()); }
+  bool prefetches() const { return prefetch_; }
+  // The units' waits for all-gathers and reduce-scatters since they were built, summed.
+  ShardedUnit::CollectiveSeconds collective_seconds() const;
 
  private:
   class Hooks;
@@ -87,6 +94,7 @@ class FullyShardedModel {
   Transformer model_;
   ProcessGroup& group_;
   ReshardAfterForward reshard_;
+  bool prefetch_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head
   std::vector<std::string> names_;                   // the model's parameter names, in order
 };

@@ -22,10 +22,11 @@ std::string data_parallel_mode(const RunParts& parts) {
   const DataParallelPlan& plan = parts.data_parallel;
   if (parts.sharded) {
     return fmt::format(
-        "FSDP: parameters, gradients and AdamW state sharded in {} units, at most {:.1f} MiB "
-        "gathered at once, reshard_after_forward {}{}",
+        "FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} MiB "
+        "gathered{}, reshard_after_forward {}{}",
         parts.sharded->units(),
         static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
+        parts.sharded->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
         parts.context.config.parallelism.fsdp_reshard_after_forward,
         parts.reducer ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
                                     "bucket(s), then keeps each rank's rows",
@@ -168,6 +169,16 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary,
         100.0 * cost.per_count() * static_cast<double>(summary.steps) / summary.seconds,
         static_cast<double>(reducer->bytes()) / (1 << 20), reducer->buckets(),
         reducer->buckets() == 1 ? "" : "s");
+  }
+  if (parts.sharded) {
+    const auto waits = parts.sharded->collective_seconds();
+    const double steps = static_cast<double>(summary.steps);
+    log << fmt::format(
+        "[titan] FSDP: all-gather waits {:.1f} ms per step ({}), reduce-scatters {:.1f} ms per "
+        "step; {:.1f}% of the step time in all\n",
+        1e3 * waits.gather_wait / steps, parts.sharded->prefetches() ? "prefetched" : "no prefetch",
+        1e3 * waits.reduce_scatter / steps,
+        100.0 * (waits.gather_wait + waits.reduce_scatter) / summary.seconds);
   }
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksums.seconds, checksums.percent_of(summary.seconds));

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "ac/apply.h"
 #include "config/run_folder.h"
 #include "distributed/process_group.h"
@@ -83,14 +86,16 @@ RunParts::RunParts(const RunContext& run_context)
   check_replicas_agree(group, initial_checksum, 0);
   torch::optim::AdamW* stepped = optimizer.get();
   if (data_parallel.fsdp) {
+    // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
+    const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
     sharded = std::make_unique<FullyShardedModel>(
-        model, group, reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward));
+        model, group, reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
+        !(prefetch && std::string(prefetch) == "0"));
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
     sharded->take_optimizer_state(*optimizer, *shard_optimizer);  // a resume's moments
     stepped = shard_optimizer.get();
-    checkpointer->set_whole_model(
-        [this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
-        [this] { sharded->release_whole(*optimizer); });
+    checkpointer->set_whole_model([this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
+                                  [this] { sharded->release_whole(*optimizer); });
   }
   // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
   // and keeps its rows; otherwise its backward reduce-scatters.
