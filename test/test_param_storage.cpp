@@ -49,4 +49,28 @@ TEST_CASE("param storage: views, wrong values and a second refill are refused", 
   CHECK(at::equal(w, at::ones({4, 4})));
 }
 
+TEST_CASE(
+    "param storage: a moving refill takes a fresh tensor's memory without a copy, and copies "
+    "values that share their storage",
+    "[distributed]") {
+  at::Tensor w = at::randn({4, 4}).requires_grad_();
+  const auto version = w._version();
+  release_storage(w);
+  at::Tensor fresh = at::cat({at::randn({2, 4}), at::randn({2, 4})});  // as unpacking makes it
+  const at::Tensor expected = fresh.clone();
+  const void* memory = fresh.data_ptr();
+  refill_storage_moving(w, std::move(fresh));
+  CHECK(w.data_ptr() == memory);  // moved, not copied
+  CHECK(at::equal(w, expected));
+  CHECK(w._version() == version);
+
+  release_storage(w);
+  const at::Tensor shared = at::full({4, 4}, 3.0f);
+  at::Tensor view = shared.view({4, 4});  // shares the storage: copied, left as it was
+  refill_storage_moving(w, std::move(view));
+  CHECK(w.data_ptr() != shared.data_ptr());
+  CHECK(at::equal(w, shared));
+  CHECK(at::equal(shared, at::full({4, 4}, 3.0f)));
+}
+
 }  // namespace titan

@@ -21,4 +21,9 @@ bool storage_released(const at::Tensor& t);
 // it, and a refill restores what was saved rather than changing it.
 void refill_storage(const at::Tensor& t, const at::Tensor& values);
 
+// refill_storage without the copy where it can: when `values` alone owns a storage it spans (a
+// fresh tensor, as an all-gather's unpacking gives), its memory moves to `t` and `values` is
+// left with none; otherwise it is refill_storage.
+void refill_storage_moving(const at::Tensor& t, at::Tensor&& values);
+
 }  // namespace titan

@@ -67,9 +67,9 @@ void ShardedUnit::gather() {
   }
   pending_gather_.reset();
   at::NoGradGuard no_grad;
-  const std::vector<at::Tensor> full = layout_.unpack_gathered(gather_buffer_);
+  std::vector<at::Tensor> full = layout_.unpack_gathered(gather_buffer_);
   gather_buffer_ = at::Tensor();
-  for (size_t i = 0; i < params_.size(); ++i) refill_storage(params_[i], full[i]);
+  for (size_t i = 0; i < params_.size(); ++i) refill_storage_moving(params_[i], std::move(full[i]));
   gathered_ = true;
 }
 

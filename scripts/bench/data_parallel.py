@@ -30,24 +30,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(cmd, ranks):
+def run_ranks(cmd, ranks, env_extra=None):
     """Runs `cmd` as `ranks` processes with torchrun's variables (one process: none); exits
     naming the failure unless all succeed. Returns each rank's output."""
+    return run_ranks_measured(cmd, ranks, env_extra)[0]
+
+
+def run_ranks_measured(cmd, ranks, env_extra=None):
+    """run_ranks, also returning each rank's peak resident memory in MiB (its rusage)."""
     port = free_port()
     procs = []
     for rank in range(ranks):
         env = dict(os.environ)
+        env.update(env_extra or {})
         if ranks > 1:
             env.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
                        LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port))
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate()[0] for p in procs]
+    outputs = [p.stdout.read() for p in procs]
+    peaks = []
     for p, out in zip(procs, outputs):
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        peaks.append(usage.ru_maxrss / 1024)
         if p.returncode != 0:
             raise SystemExit(f"titan-train failed ({p.returncode}):\n{out[-3000:]}")
-    return outputs
+    return outputs, peaks
 
 
 def run(folder, ranks, extra):

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""FSDP against replication (Gloo on loopback) at 1, 2 and 4 ranks: memory and speed.
+
+Each run is debugmodel_wide (107M parameters) on the CPU at seq_len 256, local_batch_size 2 per
+rank, AC off, 1 warm-up + 4 measured steps. Rounds interleave every variant (1 rank; 2 and 4
+ranks replicated; 2 and 4 ranks FSDP, prefetched and not) so that the machine's noise hits all
+alike. Prints per variant: the median peak RSS per rank (max over ranks) with its spread against
+the model state a rank holds by the memory check's count (16 B a parameter / shard degree plus
+the largest unit gathered, at least the 4 B a parameter each rank builds first), tokens/s over
+all ranks, and for FSDP the all-gather waits and reduce-scatter time per step (the run's
+end-of-run line).
+
+Used by scripts/bench_fsdp.sh. Standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+
+from data_parallel import ROOT, run_ranks_measured, spread
+
+STEPS, WARMUP = 5, 1
+PARAMS = 107_000_000  # debugmodel_wide, as the start-up log's count rounds it
+
+
+def run(folder, ranks, fsdp, prefetch, extra):
+    cmd = [os.path.join(ROOT, "build", "titan-train"), "--model.flavor", "debugmodel_wide",
+           "--training.seq_len", "256", "--training.local_batch_size", "2",
+           "--training.steps", str(STEPS), "--metrics.log_freq", "1",
+           "--training.device", "cpu", "--activation_checkpoint.mode", "none",
+           "--debug.seed", "1", "--job.dump_folder", folder] + extra
+    if ranks > 1 and not fsdp:
+        cmd += ["--parallelism.data_parallel_shard_degree", "1",
+                "--parallelism.data_parallel_replicate_degree", "-1"]
+    env = {} if prefetch else {"TITAN_FSDP_PREFETCH": "0"}
+    outputs, peaks = run_ranks_measured(cmd, ranks, env)
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    tps = statistics.median(r["tps"] for r in rows if r["step"] > WARMUP) * ranks
+    gather = scatter = None
+    m = re.search(r"FSDP: all-gather waits ([\d.]+) ms per step .*reduce-scatters ([\d.]+) ms",
+                  outputs[0])
+    if m:
+        gather, scatter = float(m.group(1)), float(m.group(2))
+    return max(peaks), tps, gather, scatter
+
+
+def model_state_mib(shard):
+    largest = 2048 * 1024 + 1024  # the output (or embedding) unit of debugmodel_wide
+    if shard == 1:
+        return 16 * PARAMS / 2**20
+    return max(4 * PARAMS, 16 * PARAMS / shard + 8 * largest) / 2**20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("extra", nargs="*", help="extra titan-train flags")
+    args = parser.parse_args()
+    variants = [("1 rank", 1, False, True), ("2 replicated", 2, False, True),
+                ("2 FSDP", 2, True, True), ("2 FSDP no prefetch", 2, True, False),
+                ("4 replicated", 4, False, True), ("4 FSDP", 4, True, True)]
+    results = {v[0]: [] for v in variants}
+    with tempfile.TemporaryDirectory(prefix="bench_fsdp_") as tmp:
+        for i in range(args.rounds):
+            for name, ranks, fsdp, prefetch in variants:
+                folder = os.path.join(tmp, f"r{i}_{name.replace(' ', '_')}")
+                r = run(folder, ranks, fsdp, prefetch, args.extra)
+                results[name].append(r)
+                print(f"round {i + 1}: {name}: peak RSS {r[0]:,.0f} MiB a rank, "
+                      f"{r[1]:,.0f} tokens/s" +
+                      (f", all-gather waits {r[2]:.1f} ms, reduce-scatter {r[3]:.1f} ms a step"
+                       if r[2] is not None else ""), flush=True)
+    for name, ranks, fsdp, _ in variants:
+        rows = results[name]
+        line = (f"{name:20s}: peak RSS {spread([r[0] for r in rows])} MiB a rank "
+                f"(model state counted: {model_state_mib(ranks if fsdp else 1):,.0f} MiB), "
+                f"{spread([r[1] for r in rows])} tokens/s")
+        if fsdp:
+            line += (f", all-gather waits {spread([r[2] for r in rows], '{:.1f}')} ms, "
+                     f"reduce-scatter {spread([r[3] for r in rows], '{:.1f}')} ms a step")
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
