@@ -291,9 +291,10 @@ PY
 
 # NCCL: one process through a real NCCL group (world size 1: the all-reduce path runs) must train
 # bit for bit as without a group; with two or more GPUs, 2 ranks x b sequences must train as
-# 1 rank x 2b within 1e-5 per step.
+# 1 rank x 2b within 1e-5 per step, under FSDP (the default shard degree fills the world: NCCL's
+# all-gather and reduce-scatter run).
 check_nccl() {
-  local one="NCCL group of one process (comm.backend nccl)" two="NCCL, 2 ranks vs 1 rank" rc
+  local one="NCCL group of one process (comm.backend nccl)" two="NCCL FSDP, 2 ranks vs 1 rank" rc
   if [ "$cuda" != yes ]; then
     result "$one" "no CUDA device" SKIPPED
     result "$two" "no CUDA device" SKIPPED
@@ -338,6 +339,10 @@ check_nccl() {
   rc=$?
   if [ ! -f "$work/nccl_two/fingerprint.log" ] || [ "$rc" -ne 0 ]; then
     result "$two" "a run failed: $(tail -1 "$work/nccl_two.rank0.log") / $(why nccl_ref $rc)" FAIL
+    return
+  fi
+  if ! grep -q 'FSDP: parameters, gradients and AdamW state sharded' "$work/nccl_two.rank0.log"; then
+    result "$two" "the 2-rank run did not shard (its data parallel line: $(grep 'data parallel' "$work/nccl_two.rank0.log" | head -1))" FAIL
     return
   fi
   step_losses "$work/nccl_two/fingerprint.log" >"$work/nccl_two.losses"
