@@ -24,6 +24,7 @@
 #include "test_util.h"
 #include "train/data_parallel_plan.h"
 #include "train/memory_check.h"
+#include "util/hash.h"
 
 namespace titan {
 namespace {
@@ -239,6 +240,40 @@ TEST_CASE(
   CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 4.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 4.0 * n);
+}
+
+TEST_CASE(
+    "fsdp: the params checksum from the shards is the whole model's tensors_checksum, hashed in "
+    "chunks where each rank's rows are whole chunks and exchanged whole where not",
+    "[distributed]") {
+  ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  // An 8 MiB embedding and output (4096 x 512 float32): at 2 and 4 ranks each rank holds whole
+  // 1 MiB chunks of them (hashed where they lie), at 3 ranks not (exchanged); the block's
+  // weights are under a chunk (exchanged).
+  args.dim = 512;
+  args.vocab_size = 4096;
+  args.n_layers = 1;
+  args.n_heads = 8;
+  args.n_kv_heads = 8;
+  for (int64_t world : {2, 3, 4}) {
+    INFO(world << " ranks");
+    auto outputs = test::on_gloo_ranks(world, [&](ProcessGroup& group) -> test::RankOutputs {
+      Transformer model(args);
+      auto generator = at::detail::createCPUGenerator(9);
+      {
+        at::NoGradGuard no_grad;
+        for (auto& p : model->parameters()) p.copy_(at::randn(p.sizes(), generator));
+      }
+      const uint64_t whole = tensors_checksum(model->parameters());
+      FullyShardedModel sharded(model, group, ReshardAfterForward::kDefault);
+      const uint64_t from_shards = sharded.params_checksum();
+      return {at::tensor({static_cast<int64_t>(whole), static_cast<int64_t>(from_shards)})};
+    });
+    for (int64_t r = 0; r < world; ++r) {
+      INFO("rank " << r);
+      CHECK(outputs[r][0][0].item<int64_t>() == outputs[r][0][1].item<int64_t>());
+    }
+  }
 }
 
 // The bytes of a tensor's storage (0 for a released parameter).

@@ -62,8 +62,10 @@ class FullyShardedModel {
   // the model's order, summed over the ranks already).
   void scatter_gradients(const std::vector<at::Tensor>& full_grads);
 
-  // tensors_checksum of the full parameters in the model's order, gathering one unit at a time
-  // (collective: every rank calls it).
+  // tensors_checksum of the full parameters in the model's order (collective: every rank calls
+  // it). On the CPU without gathering them: each rank hashes its rows where they are whole hash
+  // chunks (hash_bytes's), and only the chunk hashes and the small parameters are exchanged.
+  // Elsewhere one unit is gathered at a time.
   uint64_t params_checksum();
 
   // Checkpoints, which are saved and loaded whole (collective: every rank calls them).
@@ -89,6 +91,7 @@ class FullyShardedModel {
  private:
   class Hooks;
   ShardedUnit& unit_of(ParamUnit unit, int64_t layer);
+  uint64_t gathered_params_checksum();
   bool reshards(ParamUnit unit) const;
 
   Transformer model_;

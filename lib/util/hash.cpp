@@ -11,7 +11,7 @@ namespace titan {
 namespace {
 
 constexpr uint64_t kPrime = 0x100000001b3ull;  // FNV-1a's 64-bit prime
-constexpr size_t kChunk = size_t(1) << 20;
+constexpr size_t kChunk = kHashChunkBytes;
 
 // splitmix64's finalizer: every output bit depends on every input bit.
 uint64_t avalanche(uint64_t h) {
@@ -122,10 +122,18 @@ uint64_t hash_combine(uint64_t seed, uint64_t value) {
 uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   if (n <= kChunk) return hash_chunk(p, n);
+  return hash_of_chunks(n, chunk_hashes(data, n));
+}
+
+std::vector<uint64_t> chunk_hashes(const void* data, size_t n) {
   std::vector<uint64_t> hashes;
-  append_chunk_hashes(p, n, hashes);
+  append_chunk_hashes(static_cast<const unsigned char*>(data), n, hashes);
+  return hashes;
+}
+
+uint64_t hash_of_chunks(size_t n, const std::vector<uint64_t>& chunk_hashes) {
   uint64_t h = n;
-  for (uint64_t x : hashes) h = hash_combine(h, x);
+  for (uint64_t x : chunk_hashes) h = hash_combine(h, x);
   return h;
 }
 

@@ -16,6 +16,14 @@ namespace titan {
 // and combined in order, so the result does not depend on the thread count.
 uint64_t hash_bytes(const void* data, size_t n);
 
+// hash_bytes in pieces that lie apart (FSDP's shards of one parameter, on several ranks): for
+// n > kHashChunkBytes, hash_bytes(data, n) == hash_of_chunks(n, H), H the chunk_hashes of the
+// consecutive pieces of the n bytes in order, where every piece but the last is a whole number
+// of kHashChunkBytes. (For n <= kHashChunkBytes there is one chunk, hashed without combining.)
+constexpr size_t kHashChunkBytes = size_t(1) << 20;
+std::vector<uint64_t> chunk_hashes(const void* data, size_t n);
+uint64_t hash_of_chunks(size_t n, const std::vector<uint64_t>& chunk_hashes);
+
 // hash_bytes over bytes that arrive in pieces (a file being written): after update() with the
 // pieces p1, p2, ..., digest() equals hash_bytes of their concatenation, whatever the pieces.
 class StreamingHash {
