@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "model/llama.h"
 #include "optim/optimizer.h"
 #include "step/fully_sharded_model.h"
+#include "step/split_checksum.h"
 #include "step/step.h"
 #include "test_ranks.h"
 #include "test_util.h"
@@ -274,6 +276,41 @@ TEST_CASE(
       CHECK(outputs[r][0][0].item<int64_t>() == outputs[r][0][1].item<int64_t>());
     }
   }
+}
+
+TEST_CASE(
+    "fsdp: split_tensors_checksum of ranges in rank order is tensors_checksum of the whole "
+    "tensors, for chunk-sized, shorter, longer and empty ranges",
+    "[distributed]") {
+  const int64_t k = static_cast<int64_t>(kHashChunkBytes);
+  // Each tensor's byte size and where ranks 1 and 2 of 3 start: ranges inside one chunk,
+  // ranges spanning chunk boundaries, whole chunks, an empty range, a tensor of one chunk.
+  struct Split {
+    int64_t total, second, third;
+  };
+  const std::vector<Split> splits = {
+      {k - 1, 100, 200},     {k, k / 2, k}, {k + 1, k, k + 1},    {3 * k + 5, k / 3, 2 * k + 7},
+      {4 * k, 2 * k, 3 * k}, {5, 5, 5},     {2 * k + 9, 0, 2 * k}};
+  std::vector<at::Tensor> whole;
+  auto generator = at::detail::createCPUGenerator(4);
+  for (const auto& s : splits)
+    whole.push_back(at::randint(256, {s.total}, generator).to(at::kByte));
+  auto outputs = test::on_gloo_ranks(3, [&](ProcessGroup& group) -> test::RankOutputs {
+    std::vector<BytesRange> ranges;
+    for (size_t i = 0; i < splits.size(); ++i) {
+      const int64_t starts[] = {0, splits[i].second, splits[i].third, splits[i].total};
+      BytesRange range;
+      range.total = splits[i].total;
+      range.begin = starts[group.rank()];
+      range.bytes = whole[i].narrow(0, range.begin, starts[group.rank() + 1] - range.begin);
+      for (int r = 0; r < 3; ++r)
+        range.largest = std::max(range.largest, starts[r + 1] - starts[r]);
+      ranges.push_back(std::move(range));
+    }
+    return {at::tensor(static_cast<int64_t>(split_tensors_checksum(group, ranges)))};
+  });
+  const auto expected = static_cast<int64_t>(tensors_checksum(whole));
+  for (int r = 0; r < 3; ++r) CHECK(outputs[r][0].item<int64_t>() == expected);
 }
 
 // The bytes of a tensor's storage (0 for a released parameter).

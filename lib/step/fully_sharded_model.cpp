@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "optim/optimizer.h"
+#include "step/split_checksum.h"
 #include "util/hash.h"
 
 namespace titan {
@@ -145,77 +146,23 @@ void FullyShardedModel::scatter_gradients(const std::vector<at::Tensor>& full_gr
 
 uint64_t FullyShardedModel::params_checksum() {
   if (!units_.front()->shard().device().is_cpu()) return gathered_params_checksum();
-  // Where each parameter's part of the exchange lies. A parameter whose every rank's rows are
-  // whole hash chunks sends its chunk hashes ([count, hashes...], int64 slots); any other
-  // sends its shard's values (small ones: norms, or shapes that do not split on chunks).
-  struct Place {
-    const ShardedUnit* unit;
-    size_t index;
-    bool by_chunks;
-    int64_t offset, count;
-  };
-  std::vector<Place> places;
-  int64_t hash_slots = 0, value_numel = 0;
+  std::vector<BytesRange> ranges;
   for (const auto& unit : units_) {
+    const at::Tensor shard = unit->shard().detach();
     for (size_t i = 0; i < unit->params().size(); ++i) {
       const ParamShard& p = unit->layout().params()[i];
-      const auto row_bytes = static_cast<size_t>(p.row_numel) * unit->shard().element_size();
-      const size_t piece = static_cast<size_t>(p.shard_rows) * row_bytes;
-      const bool by_chunks =
-          static_cast<size_t>(p.rows) * row_bytes > kHashChunkBytes && piece % kHashChunkBytes == 0;
-      const int64_t count = by_chunks ? 1 + static_cast<int64_t>(piece / kHashChunkBytes)
-                                      : p.shard_rows * p.row_numel;
-      places.push_back({unit.get(), i, by_chunks, by_chunks ? hash_slots : value_numel, count});
-      (by_chunks ? hash_slots : value_numel) += count;
+      const int64_t row_bytes = p.row_numel * static_cast<int64_t>(shard.element_size());
+      const at::Tensor real =
+          unit->layout().shard_view(shard, i).narrow(0, 0, p.real_rows(group_.rank()));
+      BytesRange range;
+      range.total = p.rows * row_bytes;
+      range.begin = std::min(group_.rank() * p.shard_rows * row_bytes, range.total);
+      range.bytes = real.reshape({-1}).view(at::kByte);
+      range.largest = p.shard_rows * row_bytes;
+      ranges.push_back(std::move(range));
     }
   }
-  at::Tensor hashes = at::zeros({hash_slots}, at::kLong);
-  at::Tensor values = at::zeros({value_numel}, units_.front()->shard().options());
-  for (const Place& place : places) {
-    const at::Tensor mine =
-        place.unit->layout().shard_view(place.unit->shard().detach(), place.index);
-    if (!place.by_chunks) {
-      values.narrow(0, place.offset, place.count).copy_(mine.reshape({-1}));
-      continue;
-    }
-    const at::Tensor real =
-        mine.narrow(0, 0, place.unit->layout().params()[place.index].real_rows(group_.rank()));
-    const std::vector<uint64_t> h = chunk_hashes(real.data_ptr(), real.nbytes());
-    auto* slot = hashes.data_ptr<int64_t>() + place.offset;
-    slot[0] = static_cast<int64_t>(h.size());
-    std::memcpy(slot + 1, h.data(), h.size() * sizeof(uint64_t));
-  }
-  const int64_t ranks = group_.size();
-  at::Tensor all_hashes = at::empty({ranks * hash_slots}, at::kLong);
-  at::Tensor all_values = at::empty({ranks * value_numel}, values.options());
-  // Every rank plans alike, so an empty exchange is skipped on all of them.
-  if (hash_slots > 0)
-    group_.start_all_gather(all_hashes, hashes, "the params checksum's chunk hashes")->wait();
-  if (value_numel > 0)
-    group_.start_all_gather(all_values, values, "the params checksum's small parameters")->wait();
-
-  uint64_t h = names_.size();  // tensors_checksum's seed: the number of tensors
-  for (const Place& place : places) {
-    const ParamShard& p = place.unit->layout().params()[place.index];
-    if (place.by_chunks) {
-      std::vector<uint64_t> chunks;
-      for (int64_t r = 0; r < ranks; ++r) {
-        const int64_t* slot = all_hashes.data_ptr<int64_t>() + r * hash_slots + place.offset;
-        const auto* first = reinterpret_cast<const uint64_t*>(slot + 1);
-        chunks.insert(chunks.end(), first, first + slot[0]);
-      }
-      const size_t bytes = static_cast<size_t>(p.rows * p.row_numel) * values.element_size();
-      h = hash_combine(h, hash_of_chunks(bytes, chunks));
-      continue;
-    }
-    std::vector<at::Tensor> rows;
-    for (int64_t r = 0; r < ranks; ++r) {
-      rows.push_back(
-          all_values.narrow(0, r * value_numel + place.offset, p.real_rows(r) * p.row_numel));
-    }
-    h = hash_combine(h, tensor_checksum(at::cat(rows).view(p.sizes)));
-  }
-  return h;
+  return split_tensors_checksum(group_, ranges);
 }
 
 uint64_t FullyShardedModel::gathered_params_checksum() {

@@ -63,9 +63,8 @@ class FullyShardedModel {
   void scatter_gradients(const std::vector<at::Tensor>& full_grads);
 
   // tensors_checksum of the full parameters in the model's order (collective: every rank calls
-  // it). On the CPU without gathering them: each rank hashes its rows where they are whole hash
-  // chunks (hash_bytes's), and only the chunk hashes and the small parameters are exchanged.
-  // Elsewhere one unit is gathered at a time.
+  // it). On the CPU without gathering them (split_tensors_checksum: chunk hashes and the bytes
+  // of chunks that span two ranks move); elsewhere one unit is gathered at a time.
   uint64_t params_checksum();
 
   // Checkpoints, which are saved and loaded whole (collective: every rank calls them).
