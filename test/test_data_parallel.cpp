@@ -44,19 +44,7 @@ std::string start_two_ranks(const std::string& args, int untimed_rank = -1) {
          "sleep 0.1; done; ";
 }
 
-// Raw uint16 tokens below the tiny model's vocabulary: the tokens dataset cuts them into
-// (seq_len + 1)-token documents, so rank r of 2 reads documents r, r + 2, ... and 2 ranks x b
-// sequences see the same documents in a step as 1 rank x 2b.
-std::string write_tokens(const std::string& dir) {
-  std::mt19937 gen(7);
-  std::vector<uint16_t> tokens(20000);
-  for (auto& t : tokens) t = static_cast<uint16_t>(gen() % 512);
-  const std::string path = dir + "/tokens.bin";
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(tokens.data()),
-             static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
-  return path;
-}
+std::string write_tokens(const std::string& dir) { return test::write_rank_tokens(dir); }
 
 std::vector<double> losses(const std::string& fingerprint) {
   std::vector<double> out;

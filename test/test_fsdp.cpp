@@ -34,34 +34,29 @@ namespace {
 using test::run_ranks;
 using test::same_args;
 
-// Raw uint16 tokens below the tiny model's vocabulary (the tokens dataset).
-std::string write_tokens(const std::string& dir) {
-  std::mt19937 gen(11);
-  std::vector<uint16_t> tokens(20000);
-  for (auto& t : tokens) t = static_cast<uint16_t>(gen() % 512);
-  const std::string path = dir + "/tokens.bin";
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(tokens.data()),
-             static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
-  return path;
+// The tokens dataset's file, rank r of W reading documents r, r + W, ...
+std::string write_tokens(const std::string& dir) { return test::write_rank_tokens(dir, 11); }
+
+// fingerprint.log's step lines at `path`, and how many there are.
+std::string step_lines(const std::string& path) { return test::fingerprint_step_lines(path); }
+int64_t count_lines(const std::string& lines) {
+  return std::count(lines.begin(), lines.end(), '\n');
 }
 
-std::vector<std::string> step_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  std::istringstream in(test::read_text(path));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0) lines.push_back(line);
-  }
-  return lines;
-}
-
-// `world` ranks of a 4-step tiny run in dir/name; requires every rank to exit 0 and returns
-// rank 0's output.
+// `world` ranks (one: a plain process) of a tiny run of `steps` in dir/name; requires every
+// rank to exit 0 and returns rank 0's output.
 std::string train_ranks(const std::string& dir, const std::string& name, int world,
-                        const std::string& extra) {
+                        const std::string& extra, int steps = 4) {
   const std::string run = dir + "/" + name;
+  const std::string flags = test::tiny_run(run, steps, extra);
+  if (world == 1) {
+    const auto one = test::run_titan(flags);
+    INFO(name << ":\n" << one.output);
+    REQUIRE(one.exit_code == 0);
+    return one.output;
+  }
   std::filesystem::create_directories(run + "_out");
-  const auto ranks = run_ranks(run + "_out", same_args(world, test::tiny_run(run, 4, extra)));
+  const auto ranks = run_ranks(run + "_out", same_args(world, flags));
   for (const auto& rank : ranks) {
     INFO(name << ":\n" << rank.output);
     REQUIRE(rank.exit_code == 0);
@@ -85,7 +80,7 @@ TEST_CASE(
   INFO(one.output);
   REQUIRE(one.exit_code == 0);
   const auto expected = step_lines(dir + "/one/fingerprint.log");
-  REQUIRE(expected.size() == 4);
+  REQUIRE(count_lines(expected) == 4);
   for (int world : {2, 4}) {
     INFO(world << " ranks");
     const std::string fsdp = "fsdp" + std::to_string(world);
@@ -150,44 +145,30 @@ TEST_CASE(
                            " --debug.batch_invariant true --training.global_batch_size 8"
                            " --checkpoint.enable true --checkpoint.interval 1"
                            " --checkpoint.last_save_model_only false";
-  auto run = [&](const std::string& name, int world, int steps, const std::string& extra) {
-    const std::string flags = test::tiny_run(dir + "/" + name, steps, args + extra);
-    if (world == 1) {
-      const auto one = test::run_titan(flags);
-      INFO(one.output);
-      REQUIRE(one.exit_code == 0);
-      return one.output;
-    }
-    std::filesystem::create_directories(dir + "/" + name + "_out" + std::to_string(world));
-    const auto ranks =
-        run_ranks(dir + "/" + name + "_out" + std::to_string(world), same_args(world, flags));
-    for (const auto& rank : ranks) {
-      INFO(rank.output);
-      REQUIRE(rank.exit_code == 0);
-    }
-    return ranks[0].output;
+  auto run = [&](const std::string& name, int world, const std::string& extra) {
+    return train_ranks(dir, name, world, args + extra, 5);
   };
-  run("straight", 1, 5, "");
+  run("straight", 1, "");
   const std::string checkpoints = dir + "/split/checkpoint/";
-  CHECK_THAT(run("split", 2, 5, ""), Catch::Contains("FSDP: parameters"));
+  CHECK_THAT(run("split", 2, ""), Catch::Contains("FSDP: parameters"));
   // As if each run had been killed after the step it is resumed from.
   const auto drop_after = [&](int step) {
     for (int s = step + 1; s <= 5; ++s)
       std::filesystem::remove_all(checkpoints + "step-" + std::to_string(s));
   };
   drop_after(2);
-  std::string log = run("split", 4, 5, "");
+  std::string log = run("split", 4, "");
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-2"));
   CHECK_THAT(log, Catch::Contains("shard 4): FSDP"));
   drop_after(3);
-  log = run("split", 2, 5, kReplicate);
+  log = run("split", 2, kReplicate);
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-3"));
   CHECK_THAT(log, Catch::Contains("): replication"));
   drop_after(4);
-  log = run("split", 1, 5, "");
+  log = run("split", 1, "");
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-4"));
   const auto expected = step_lines(dir + "/straight/fingerprint.log");
-  REQUIRE(expected.size() == 5);
+  REQUIRE(count_lines(expected) == 5);
   CHECK(step_lines(dir + "/split/fingerprint.log") == expected);
 }
 

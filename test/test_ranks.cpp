@@ -1,6 +1,9 @@
 #include "test_ranks.h"
 
+#include <cstdint>
 #include <exception>
+#include <fstream>
+#include <random>
 #include <thread>
 
 #include "distributed/world.h"
@@ -16,6 +19,17 @@ std::string rank_env(int rank, int world, int port) {
 
 std::vector<std::string> same_args(int world, const std::string& args) {
   return std::vector<std::string>(static_cast<size_t>(world), args);
+}
+
+std::string write_rank_tokens(const std::string& dir, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint16_t> tokens(20000);
+  for (auto& t : tokens) t = static_cast<uint16_t>(gen() % 512);
+  const std::string path = dir + "/tokens.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()),
+             static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
+  return path;
 }
 
 std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args) {

@@ -28,6 +28,12 @@ struct RankResult {
 // Their output goes to <dir>/rank<N>.out.
 std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std::string>& args);
 
+// Raw uint16 tokens below the tiny model's vocabulary (512), from generator `seed`, written to
+// dir/tokens.bin for the tokens dataset, which cuts them into (seq_len + 1)-token documents: rank
+// r of W reads documents r, r + W, ..., so W ranks x b sequences see in a step the documents of
+// 1 rank x Wb. Returns the path.
+std::string write_rank_tokens(const std::string& dir, unsigned seed = 7);
+
 // What one rank computed: the tensors the test asserts on, in the main thread (Catch's
 // assertions are not thread-safe).
 using RankOutputs = std::vector<at::Tensor>;
