@@ -66,10 +66,13 @@ std::string train_ranks(const std::string& dir, const std::string& name, int wor
 
 const char* const kReplicate =
     " --parallelism.data_parallel_shard_degree 1 --parallelism.data_parallel_replicate_degree -1";
+// HSDP over 4 ranks: 2 replicas of 2 shards.
+const char* const kHsdp = " --parallelism.data_parallel_replicate_degree 2";
 
 TEST_CASE(
-    "fsdp: under batch_invariant, 2 and 4 ranks' step lines are byte-identical to replication's "
-    "and one process's, with activation checkpointing and micro-batches",
+    "fsdp: under batch_invariant, 2 and 4 ranks' step lines, and HSDP's over 2 x 2, are "
+    "byte-identical to replication's and one process's, with activation checkpointing and "
+    "micro-batches",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_bitwise");
   const std::string args = " --training.dataset tokens --training.dataset_path " +
@@ -96,14 +99,19 @@ TEST_CASE(
   unsetenv("TITAN_FSDP_PREFETCH");
   CHECK_THAT(unfetched, Catch::Contains("(no prefetch)"));
   CHECK(step_lines(dir + "/no_prefetch/fingerprint.log") == expected);
-  const std::string log = train_ranks(dir, "replicated", 2, args + kReplicate);
+  std::string log = train_ranks(dir, "hsdp", 4, args + kHsdp);
+  CHECK_THAT(log, Catch::Contains("(replicate 2, shard 2): HSDP: 2 replicas of 2 shards"));
+  CHECK(step_lines(dir + "/hsdp/fingerprint.log") == expected);
+  // A rank of the other shard group checksums its own group's shards.
+  CHECK(step_lines(dir + "/hsdp/fingerprint.rank3.log") == expected);
+  log = train_ranks(dir, "replicated", 2, args + kReplicate);
   CHECK_THAT(log, Catch::Contains("replicate 2, shard 1): replication"));
   CHECK(step_lines(dir + "/replicated/fingerprint.log") == expected);
 }
 
 TEST_CASE(
     "fsdp: without batch_invariant each step's loss and grad_norm are within 1e-6 of "
-    "replication's, for each fsdp_reshard_after_forward",
+    "replication's, for each fsdp_reshard_after_forward, and for HSDP",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_close");
   const std::string args = " --training.dataset tokens --training.dataset_path " +
@@ -112,15 +120,17 @@ TEST_CASE(
     int world;
     const char* reshard;
     const char* ac;
+    const char* mesh;
   };
-  for (const Case& c :
-       {Case{2, "default", "selective"}, Case{2, "never", "none"}, Case{4, "always", "full"}}) {
-    INFO(c.world << " ranks, reshard " << c.reshard << ", AC " << c.ac);
+  for (const Case& c : {Case{2, "default", "selective", ""}, Case{2, "never", "none", ""},
+                        Case{4, "always", "full", ""}, Case{4, "default", "none", kHsdp}}) {
+    INFO(c.world << " ranks, reshard " << c.reshard << ", AC " << c.ac << c.mesh);
     const std::string run_args = args + " --activation_checkpoint.mode " + c.ac +
                                  " --parallelism.fsdp_reshard_after_forward " + c.reshard;
-    const std::string tag = std::to_string(c.world) + c.reshard;
-    const std::string log = train_ranks(dir, "fsdp" + tag, c.world, run_args);
+    const std::string tag = std::to_string(c.world) + c.reshard + (*c.mesh ? "hsdp" : "");
+    const std::string log = train_ranks(dir, "fsdp" + tag, c.world, run_args + c.mesh);
     CHECK_THAT(log, Catch::Contains(std::string("reshard_after_forward ") + c.reshard));
+    if (*c.mesh) CHECK_THAT(log, Catch::Contains("then summed over the replicas"));
     train_ranks(dir, "replicated" + tag, c.world, run_args + kReplicate);
     const auto a = read_fingerprint_log(dir + "/fsdp" + tag + "/fingerprint.log").steps;
     const auto b = read_fingerprint_log(dir + "/replicated" + tag + "/fingerprint.log").steps;
@@ -137,7 +147,8 @@ TEST_CASE(
 
 TEST_CASE(
     "fsdp: a checkpoint saved at one shard degree resumes bit-exactly at another, on replication "
-    "and on one process (batch_invariant): 2 -> 4 -> replicated 2 -> 1",
+    "on HSDP, on replication and on one process (batch_invariant): 2 -> 4 -> HSDP 2 x 2 -> "
+    "replicated 2 -> 1",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_resume");
   const std::string args = " --training.dataset tokens --training.dataset_path " +
@@ -146,14 +157,14 @@ TEST_CASE(
                            " --checkpoint.enable true --checkpoint.interval 1"
                            " --checkpoint.last_save_model_only false";
   auto run = [&](const std::string& name, int world, const std::string& extra) {
-    return train_ranks(dir, name, world, args + extra, 5);
+    return train_ranks(dir, name, world, args + extra, 6);
   };
   run("straight", 1, "");
   const std::string checkpoints = dir + "/split/checkpoint/";
   CHECK_THAT(run("split", 2, ""), Catch::Contains("FSDP: parameters"));
   // As if each run had been killed after the step it is resumed from.
   const auto drop_after = [&](int step) {
-    for (int s = step + 1; s <= 5; ++s)
+    for (int s = step + 1; s <= 6; ++s)
       std::filesystem::remove_all(checkpoints + "step-" + std::to_string(s));
   };
   drop_after(2);
@@ -161,20 +172,24 @@ TEST_CASE(
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-2"));
   CHECK_THAT(log, Catch::Contains("shard 4): FSDP"));
   drop_after(3);
-  log = run("split", 2, kReplicate);
+  log = run("split", 4, kHsdp);
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-3"));
-  CHECK_THAT(log, Catch::Contains("): replication"));
+  CHECK_THAT(log, Catch::Contains("HSDP: 2 replicas of 2 shards"));
   drop_after(4);
-  log = run("split", 1, "");
+  log = run("split", 2, kReplicate);
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-4"));
+  CHECK_THAT(log, Catch::Contains("): replication"));
+  drop_after(5);
+  log = run("split", 1, "");
+  CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-5"));
   const auto expected = step_lines(dir + "/straight/fingerprint.log");
-  REQUIRE(count_lines(expected) == 5);
+  REQUIRE(count_lines(expected) == 6);
   CHECK(step_lines(dir + "/split/fingerprint.log") == expected);
 }
 
 TEST_CASE(
-    "fsdp: the shard degree replicates where the run reads the whole model between steps, or "
-    "asks for HSDP, naming why",
+    "fsdp: the shard degree replicates where the run reads the whole model between steps, "
+    "naming why; a replicate degree beside it is HSDP",
     "[config]") {
   Config config;
   DataParallelPlan plan = data_parallel_plan(config, 4);  // shard -1 fills the world
@@ -185,9 +200,13 @@ TEST_CASE(
 
   config.parallelism.data_parallel_replicate_degree = 2;
   plan = data_parallel_plan(config, 4);
-  CHECK_FALSE(plan.fsdp);
+  CHECK(plan.fsdp);
+  CHECK(plan.hsdp());
   CHECK(plan.shard == 2);
-  CHECK_THAT(plan.replicated_because, Catch::Contains("HSDP"));
+  CHECK(plan.replicated_because.empty());
+  config.parallelism.data_parallel_shard_degree = 1;
+  config.parallelism.data_parallel_replicate_degree = -1;
+  CHECK_FALSE(data_parallel_plan(config, 4).hsdp());
 
   config = Config();
   config.checkpoint.enable = true;  // checkpoints gather the shards to save the model whole

@@ -39,6 +39,9 @@ class ScriptedGroup : public ProcessGroup {
     return {value, rank1_.empty() ? value : rank1_};
   }
   void set_timeout(std::chrono::seconds) override {}
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int64_t>&, const std::string&) override {
+    throw std::logic_error("not used");
+  }
 
  private:
   std::string rank1_;

@@ -27,10 +27,19 @@ class GlooGroup : public StoreGroup {
   GlooGroup(const WorldInfo& world, const CommConfig& comm) : StoreGroup(world, comm) {
     build_backend(timeout());
   }
+  GlooGroup(GlooGroup& parent, const std::vector<int64_t>& ranks, const std::string& name)
+      : StoreGroup(parent, ranks, name) {
+    build_backend(timeout());
+  }
 
   std::string backend() const override { return "gloo"; }
 
  protected:
+  std::unique_ptr<StoreGroup> new_subgroup(const std::vector<int64_t>& ranks,
+                                           const std::string& name) override {
+    return std::make_unique<GlooGroup>(*this, ranks, name);
+  }
+
   void build_backend(std::chrono::milliseconds timeout) override {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(gloo_device(world()));

@@ -25,6 +25,10 @@ class NcclGroup : public StoreGroup {
       : StoreGroup(world, comm), device_(device), settings_(std::move(settings)) {
     build_backend(timeout());
   }
+  NcclGroup(NcclGroup& parent, const std::vector<int64_t>& ranks, const std::string& name)
+      : StoreGroup(parent, ranks, name), device_(parent.device_), settings_(parent.settings_) {
+    build_backend(timeout());
+  }
 
   std::string backend() const override { return "nccl"; }
 
@@ -40,6 +44,11 @@ class NcclGroup : public StoreGroup {
   }
 
  protected:
+  std::unique_ptr<StoreGroup> new_subgroup(const std::vector<int64_t>& ranks,
+                                           const std::string& name) override {
+    return std::make_unique<NcclGroup>(*this, ranks, name);
+  }
+
   void build_backend(std::chrono::milliseconds timeout) override {
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;  // with TORCH_NCCL_BLOCKING_WAIT, wait() throws after it

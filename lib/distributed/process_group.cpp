@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "distributed/gloo_group.h"
 #include "distributed/nccl_group.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -44,6 +46,11 @@ class SingleProcessGroup : public ProcessGroup {
     return {value};
   }
   void set_timeout(std::chrono::seconds) override {}
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int64_t>& ranks,
+                                         const std::string&) override {
+    check_subgroup_ranks(ranks, 0, 1);
+    return std::make_unique<SingleProcessGroup>();
+  }
 };
 
 // NAME=value, set unless the environment has it; "NAME=value (origin)".
@@ -70,6 +77,19 @@ void check_shard_shapes(const at::Tensor& full, const at::Tensor& shard, int64_t
         "the same dtype, device and other dims; got full {} and shard {}",
         collective, ranks, full.defined() ? c10::str(full.sizes()) : "undefined",
         shard.defined() ? c10::str(shard.sizes()) : "undefined"));
+  }
+}
+
+void check_subgroup_ranks(const std::vector<int64_t>& ranks, int64_t rank, int64_t size) {
+  bool ok = !ranks.empty() && std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+  for (size_t i = 0; ok && i < ranks.size(); ++i) {
+    ok = ranks[i] >= 0 && ranks[i] < size && (i == 0 || ranks[i - 1] < ranks[i]);
+  }
+  if (!ok) {
+    throw std::invalid_argument(
+        fmt::format("a subgroup needs ascending, distinct ranks of a group of {} that include "
+                    "rank {}; got [{}]",
+                    size, rank, join_integers(ranks, ", ")));
   }
 }
 

@@ -81,9 +81,23 @@ class ProcessGroup {
   virtual std::vector<std::string> gather(const std::string& key, const std::string& value) = 0;
 
   // Collectives from now on wait at most `timeout` for the other ranks (comm's train timeout
-  // after step 1; the init timeout before).
+  // after step 1; the init timeout before). The subgroups of this group follow.
   virtual void set_timeout(std::chrono::seconds timeout) = 0;
+
+  // The group of `ranks` of this group (ascending, distinct, this rank among them), of the same
+  // backend, for collectives among them only (HSDP's shard and replica groups): its rank() is
+  // this rank's index in `ranks`. Requires: every member passes the same ranks and a `name`
+  // unique among this group's subgroups, and every rank of this group joins its subgroups in
+  // one order (a member blocks until the others arrive). A subgroup fails as this group does,
+  // naming ranks as this group numbers them, and follows this group's set_timeout. Throws
+  // std::invalid_argument for ranks that break the requirement.
+  virtual std::unique_ptr<ProcessGroup> subgroup(const std::vector<int64_t>& ranks,
+                                                 const std::string& name) = 0;
 };
+
+// Throws std::invalid_argument unless `ranks` are ascending, distinct ranks of a group of
+// `size` that include `rank`.
+void check_subgroup_ranks(const std::vector<int64_t>& ranks, int64_t rank, int64_t size);
 
 // Throws std::invalid_argument naming `collective` unless `full` and `shard` are what
 // start_all_gather and start_reduce_scatter_sum require of them for a group of `ranks`.

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -140,7 +141,11 @@ class Heartbeat {
 };
 
 StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
-    : world_(world), timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
+    : world_(world),
+      rank_(world.rank),
+      size_(world.world_size),
+      subgroups_(std::make_shared<std::vector<StoreGroup*>>()),
+      timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
   store_ = open_store();
   try {
     wait_for_all_ranks();
@@ -160,8 +165,30 @@ StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
   heartbeat_ = std::make_unique<Heartbeat>(world_, timeout_);
 }
 
+StoreGroup::StoreGroup(StoreGroup& parent, const std::vector<int64_t>& ranks,
+                       const std::string& name)
+    : world_(parent.world_),
+      rank_(std::find(ranks.begin(), ranks.end(), parent.rank_) - ranks.begin()),
+      size_(static_cast<int64_t>(ranks.size())),
+      key_space_(fmt::format("{}sub/{}/", parent.key_space_, name)),
+      subgroups_(parent.subgroups_),
+      timeout_(parent.timeout_),
+      store_(parent.store_) {
+  subgroups_->push_back(this);
+}
+
 StoreGroup::~StoreGroup() {
+  auto& live = *subgroups_;
+  live.erase(std::remove(live.begin(), live.end(), this), live.end());
   if (server_mark_ >= 0) ::close(server_mark_);
+}
+
+std::unique_ptr<ProcessGroup> StoreGroup::subgroup(const std::vector<int64_t>& ranks,
+                                                   const std::string& name) {
+  check_subgroup_ranks(ranks, rank_, size_);
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw std::invalid_argument("a subgroup's name is a non-empty word without '/': " + name);
+  return new_subgroup(ranks, name);
 }
 
 std::unique_ptr<PendingCollective> StoreGroup::start_all_reduce_sum(at::Tensor tensor,
@@ -202,18 +229,19 @@ bool StoreGroup::any_rank(bool flag, const std::string& what) {
 
 std::string StoreGroup::broadcast(const std::string& key, const std::string& value) {
   return guarded("the exchange of " + key, [&] {
-    if (world_.rank == 0) store_->set("broadcast/" + key, to_bytes(value));
-    return from_bytes(store_->get("broadcast/" + key));
+    const std::string stored = key_space_ + "broadcast/" + key;
+    if (rank_ == 0) store_->set(stored, to_bytes(value));
+    return from_bytes(store_->get(stored));
   });
 }
 
 std::vector<std::string> StoreGroup::gather(const std::string& key, const std::string& value) {
   return guarded("the exchange of " + key, [&] {
-    store_->set(fmt::format("gather/{}/{}", key, world_.rank), to_bytes(value));
+    store_->set(fmt::format("{}gather/{}/{}", key_space_, key, rank_), to_bytes(value));
     std::vector<std::string> values;
-    if (world_.rank != 0) return values;
-    for (int64_t r = 0; r < world_.world_size; ++r) {
-      values.push_back(from_bytes(store_->get(fmt::format("gather/{}/{}", key, r))));
+    if (rank_ != 0) return values;
+    for (int64_t r = 0; r < size_; ++r) {
+      values.push_back(from_bytes(store_->get(fmt::format("{}gather/{}/{}", key_space_, key, r))));
     }
     return values;
   });
@@ -223,13 +251,17 @@ void StoreGroup::set_timeout(std::chrono::seconds timeout) {
   if (milliseconds(timeout) == timeout_) return;
   timeout_ = timeout;
   store_->setTimeout(timeout_);
-  // Gloo and NCCL fix a group's timeout when it is built: every rank builds the next together.
+  // Gloo and NCCL fix a group's timeout when it is built: every rank builds the next together,
+  // then its subgroups, in the order every rank joined them.
   build_backend(timeout_);
+  if (!key_space_.empty()) return;
+  const std::vector<StoreGroup*> subgroups = *subgroups_;
+  for (StoreGroup* sub : subgroups) sub->set_timeout(timeout);
 }
 
 c10::intrusive_ptr<c10d::Store> StoreGroup::prefixed_store(const std::string& backend) {
-  return c10::make_intrusive<c10d::PrefixStore>(fmt::format("{}/{}", backend, generation_++),
-                                                store_);
+  return c10::make_intrusive<c10d::PrefixStore>(
+      fmt::format("{}{}/{}", key_space_, backend, generation_++), store_);
 }
 
 RuntimeFailure StoreGroup::collective_failure(const std::string& what, const std::exception& e) {

@@ -36,8 +36,8 @@ class StoreGroup : public ProcessGroup {
   StoreGroup(const WorldInfo& world, const CommConfig& comm);
   ~StoreGroup() override;
 
-  int64_t rank() const override { return world_.rank; }
-  int64_t size() const override { return world_.world_size; }
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return size_; }
   std::unique_ptr<PendingCollective> start_all_reduce_sum(at::Tensor tensor,
                                                           const std::string& what) override;
   std::unique_ptr<PendingCollective> start_all_gather(at::Tensor full, at::Tensor shard,
@@ -48,6 +48,8 @@ class StoreGroup : public ProcessGroup {
   std::string broadcast(const std::string& key, const std::string& value) override;
   std::vector<std::string> gather(const std::string& key, const std::string& value) override;
   void set_timeout(std::chrono::seconds timeout) override;
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int64_t>& ranks,
+                                         const std::string& name) override;
 
   // Runs fn(); any failure becomes a RuntimeFailure naming `what` and the rank(s) gone.
   template <class Fn>
@@ -62,6 +64,15 @@ class StoreGroup : public ProcessGroup {
   }
 
  protected:
+  // A subgroup's part (see ProcessGroup::subgroup): `parent`'s store and heartbeats, its key
+  // space "sub/<name>/" in the store, `ranks` numbered as the parent numbers them. The parent's
+  // set_timeout rebuilds the subgroup's backend too. The backend's constructor calls
+  // build_backend after it.
+  StoreGroup(StoreGroup& parent, const std::vector<int64_t>& ranks, const std::string& name);
+  // The backend's subgroup: its subgroup constructor (above, then build_backend).
+  virtual std::unique_ptr<StoreGroup> new_subgroup(const std::vector<int64_t>& ranks,
+                                                   const std::string& name) = 0;
+
   // A fresh key space of the store for the backend's next group ("gloo/0", "nccl/1", ...).
   c10::intrusive_ptr<c10d::Store> prefixed_store(const std::string& backend);
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -97,7 +108,12 @@ class StoreGroup : public ProcessGroup {
   std::vector<int64_t> read_heartbeats();
   std::string diagnose();
 
-  WorldInfo world_;
+  WorldInfo world_;  // the whole job's: messages name ranks by it
+  int64_t rank_;     // in this group
+  int64_t size_;
+  std::string key_space_;  // "" for the job's group, "sub/<name>/" for a subgroup
+  // The live subgroups of the job's group, for its set_timeout (shared: either may go first).
+  std::shared_ptr<std::vector<StoreGroup*>> subgroups_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Heartbeat> heartbeat_;

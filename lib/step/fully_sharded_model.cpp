@@ -10,6 +10,7 @@
 #include "optim/optimizer.h"
 #include "step/split_checksum.h"
 #include "util/hash.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 namespace {
@@ -53,8 +54,13 @@ class FullyShardedModel::Hooks : public UnitHooks {
 };
 
 FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
-                                     ReshardAfterForward reshard, bool prefetch)
-    : model_(std::move(model)), group_(group), reshard_(reshard), prefetch_(prefetch) {
+                                     ReshardAfterForward reshard, bool prefetch,
+                                     ProcessGroup* replicas)
+    : model_(std::move(model)),
+      group_(group),
+      replicas_(replicas),
+      reshard_(reshard),
+      prefetch_(prefetch) {
   units_.push_back(std::make_unique<ShardedUnit>(group_, model_->tok_embeddings->parameters(),
                                                  "tok_embeddings"));
   for (size_t i = 0; i < model_->layers->size(); ++i) {
@@ -142,6 +148,19 @@ void FullyShardedModel::scatter_gradients(const std::vector<at::Tensor>& full_gr
     const_cast<at::Tensor&>(unit->shard()).mutable_grad() =
         unit->layout().segment_of(grads, group_.rank());
   }
+}
+
+void FullyShardedModel::sum_over_replicas(int64_t step) {
+  if (!replicas_ || replicas_->size() == 1) return;
+  ScopedSeconds timed(replica_sum_seconds_);
+  std::vector<std::unique_ptr<PendingCollective>> pending;
+  for (auto& unit : units_) {
+    const at::Tensor& grad = unit->shard().grad();
+    if (!grad.defined()) continue;  // no rank's backward reached it: none has a gradient
+    pending.push_back(replicas_->start_all_reduce_sum(
+        grad, fmt::format("{}'s gradient sum over the replicas of step {}", unit->name(), step)));
+  }
+  for (auto& p : pending) p->wait();
 }
 
 uint64_t FullyShardedModel::params_checksum() {

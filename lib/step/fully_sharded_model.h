@@ -46,8 +46,10 @@ class FullyShardedModel {
   // `prefetch`: each unit's all-gather starts while the unit before it computes (the next
   // block's in the forward, the previous block's in the backward), as FSDP2 does; one more unit
   // gathered at a time.
+  // `replicas` (HSDP; null without): the group of the ranks that hold this rank's shards in the
+  // other shard groups, over which sum_over_replicas sums the shards' gradients; outlives this.
   FullyShardedModel(Transformer model, ProcessGroup& group, ReshardAfterForward reshard,
-                    bool prefetch = true);
+                    bool prefetch = true, ProcessGroup* replicas = nullptr);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -61,6 +63,16 @@ class FullyShardedModel {
   // Each shard's gradient set to this rank's segment of `full_grads` (one per model parameter, in
   // the model's order, summed over the ranks already).
   void scatter_gradients(const std::vector<at::Tensor>& full_grads);
+  // HSDP, after the backward reduce-scattered the gradients within the shard group: each shard's
+  // gradient summed over the replicas (all at once, then waited for). Nothing without replicas.
+  // Collective over the replica group; `step` names it in errors.
+  void sum_over_replicas(int64_t step);
+
+  // The group the parameters are split over (the world under FSDP, a mesh row under HSDP):
+  // sums over the shards (a norm's squares) are over it.
+  ProcessGroup& shard_group() const { return group_; }
+  // The replica group under HSDP; null otherwise.
+  ProcessGroup* replica_group() const { return replicas_; }
 
   // tensors_checksum of the full parameters in the model's order (collective: every rank calls
   // it). On the CPU without gathering them (split_tensors_checksum: chunk hashes and the bytes
@@ -86,6 +98,8 @@ class FullyShardedModel {
   bool prefetches() const { return prefetch_; }
   // The units' waits for all-gathers and reduce-scatters since they were built, summed.
   ShardedUnit::CollectiveSeconds collective_seconds() const;
+  // The time sum_over_replicas took since this was built.
+  double replica_sum_seconds() const { return replica_sum_seconds_; }
 
  private:
   class Hooks;
@@ -95,6 +109,8 @@ class FullyShardedModel {
 
   Transformer model_;
   ProcessGroup& group_;
+  ProcessGroup* replicas_;
+  double replica_sum_seconds_ = 0;
   ReshardAfterForward reshard_;
   bool prefetch_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head

@@ -177,8 +177,9 @@ double reduce_over_ranks(const StepTarget& target, at::Tensor& loss_sum, int64_t
   }
   if (target.reducer) {
     target.reducer->reduce(loss_sum, step);
-  } else {  // FSDP: the backward reduce-scattered the gradients already
+  } else {  // FSDP: the backward reduce-scattered the gradients within the shard group already
     group.all_reduce_sum(loss_sum, fmt::format("step {}'s loss", step));
+    target.sharded->sum_over_replicas(step);
   }
   if (!max_loss) return 0;
   group.all_reduce_sum(per_rank, "the ranks' losses");
@@ -192,7 +193,8 @@ std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& params) {
 }
 
 // FSDP's clipping: the norm of the gradients over all ranks' shards (each rank's squares summed
-// over the ranks), and each shard's gradient scaled by it. Under batch_invariant the norm is
+// over the shard group: under HSDP the replicas hold the same shards), and each shard's gradient
+// scaled by it. Under batch_invariant the norm is
 // that of the full gradients `full_grads` (the rank-ordered sum left them on every rank), so it
 // and the coefficient are bit for bit replication's.
 double clip_sharded(const StepTarget& target, const StepOptions& options,
@@ -213,7 +215,7 @@ double clip_sharded(const StepTarget& target, const StepOptions& options,
           float32 ? g.norm(2) : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble);
       squares += n.to(at::kDouble).square();
     }
-    target.group->all_reduce_sum(squares, "the gradients' squared norm");
+    target.sharded->shard_group().all_reduce_sum(squares, "the gradients' squared norm");
     norm = float32 ? squares.sqrt().to(shard_grads.front().scalar_type()) : squares.sqrt();
   }
   const double total = norm.item<double>();

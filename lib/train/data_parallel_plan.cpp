@@ -28,10 +28,6 @@ DataParallelPlan data_parallel_plan(const Config& config, int64_t world) {
   if (plan.shard == -1) plan.shard = world / plan.replicate;
   if (plan.replicate == -1) plan.replicate = world / plan.shard;
   if (plan.shard <= 1) return plan;
-  if (plan.replicate > 1) {
-    plan.replicated_because = "HSDP (replicate x shard) is not built yet";
-    return plan;
-  }
   plan.replicated_because = needs_whole_model(config);
   plan.fsdp = plan.replicated_because.empty();
   return plan;

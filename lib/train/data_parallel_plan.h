@@ -1,6 +1,8 @@
 // How a run of several processes parallelizes over data: FSDP (torchtitan's default: the shard
-// degree fills the world) or replication, and, where the config asks for sharding that is not
-// built here yet, why the run replicates instead (the start-up log says it).
+// degree fills the world), HSDP (replicate x shard: FSDP within each shard group, gradients
+// summed over the replicas) or replication, and, where the config asks for sharding that a
+// feature it enables cannot run with yet, why the run replicates instead (the start-up log says
+// it).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +15,14 @@ namespace titan {
 struct DataParallelPlan {
   int64_t replicate = 1;  // the degrees with -1 resolved
   int64_t shard = 1;
-  bool fsdp = false;  // parameters, gradients and optimizer state sharded over the world
+  // Parameters, gradients and optimizer state sharded over `shard` ranks (HSDP when
+  // replicate > 1 too).
+  bool fsdp = false;
   // Why a shard degree above 1 runs as replication ("" when it does not): the key that needs
-  // the whole model on every rank, or HSDP.
+  // the whole model on every rank.
   std::string replicated_because;
+
+  bool hsdp() const { return fsdp && replicate > 1; }
 };
 
 // Requires: the degrees passed check_parallelism and data_parallel_degree for `world`.

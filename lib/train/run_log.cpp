@@ -21,17 +21,24 @@ namespace {
 std::string data_parallel_mode(const RunParts& parts) {
   const DataParallelPlan& plan = parts.data_parallel;
   if (parts.sharded) {
+    const std::string hsdp = plan.hsdp()
+                                 ? fmt::format("HSDP: {} replicas of {} shards; within each, ",
+                                               plan.replicate, plan.shard)
+                                 : "";
+    const std::string replicas =
+        plan.hsdp() && !parts.reducer ? ", then summed over the replicas" : "";
     return fmt::format(
-        "FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} MiB "
-        "gathered{}, reshard_after_forward {}{}",
-        parts.sharded->units(),
+        "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
+        "MiB gathered{}, reshard_after_forward {}{}{}",
+        hsdp, parts.sharded->units(),
         static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
         parts.sharded->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
         parts.context.config.parallelism.fsdp_reshard_after_forward,
         parts.reducer ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
                                     "bucket(s), then keeps each rank's rows",
                                     parts.reducer->buckets())
-                      : "; gradients reduce-scattered as each unit's backward ends");
+                      : "; gradients reduce-scattered as each unit's backward ends",
+        replicas);
   }
   std::string mode =
       fmt::format("replication, gradients all-reduced in {} bucket(s)", parts.reducer->buckets());
@@ -179,6 +186,10 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary,
         1e3 * waits.gather_wait / steps, parts.sharded->prefetches() ? "prefetched" : "no prefetch",
         1e3 * waits.reduce_scatter / steps,
         100.0 * (waits.gather_wait + waits.reduce_scatter) / summary.seconds);
+    if (parts.data_parallel.hsdp()) {
+      log << fmt::format("[titan] HSDP: gradient sums over the replicas {:.1f} ms per step\n",
+                         1e3 * parts.sharded->replica_sum_seconds() / steps);
+    }
   }
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksums.seconds, checksums.percent_of(summary.seconds));

@@ -88,9 +88,12 @@ RunParts::RunParts(const RunContext& run_context)
   if (data_parallel.fsdp) {
     // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
     const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
+    if (data_parallel.hsdp())
+      mesh = make_hsdp_mesh(group, data_parallel.replicate, data_parallel.shard);
     sharded = std::make_unique<FullyShardedModel>(
-        model, group, reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
-        !(prefetch && std::string(prefetch) == "0"));
+        model, mesh.shard ? *mesh.shard : group,
+        reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
+        !(prefetch && std::string(prefetch) == "0"), mesh.replica.get());
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
     sharded->take_optimizer_state(*optimizer, *shard_optimizer);  // a resume's moments
     stepped = shard_optimizer.get();
@@ -120,7 +123,7 @@ RunParts::RunParts(const RunContext& run_context)
   setup.step_options = options;
   setup.model = model;
   setup.sharded = sharded.get();
-  setup.shard_group = &group;
+  setup.shard_group = sharded ? &sharded->shard_group() : &group;
   setup.dataset = source->describe();
   setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
   setup.tracer = tracer;

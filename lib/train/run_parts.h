@@ -16,6 +16,7 @@
 #include "data/sources.h"
 #include "data/step_batches.h"
 #include "data/text_encoding.h"
+#include "distributed/hsdp_mesh.h"
 #include "instruments/instrument.h"
 #include "instruments/numerics_trace.h"
 #include "metrics/fingerprint.h"
@@ -50,7 +51,8 @@ struct RunParts {
   std::unique_ptr<StepBatches> batches;
   Transformer model{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;  // over the whole model's parameters
-  DataParallelPlan data_parallel;                  // FSDP or replication
+  DataParallelPlan data_parallel;                  // FSDP, HSDP or replication
+  HsdpMesh mesh;  // HSDP's shard and replica groups; empty otherwise (FSDP shards over the world)
   // FSDP: the model's units, and the optimizer that steps their shards (`optimizer` then keeps
   // no state); null otherwise.
   std::unique_ptr<FullyShardedModel> sharded;
