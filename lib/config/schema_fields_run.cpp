@@ -17,7 +17,8 @@ void add_parallelism(Config& c, std::vector<FieldSpec>& out) {
   auto& p = c.parallelism;
   out.push_back(at_least(
       field("parallelism", "data_parallel_replicate_degree", &p.data_parallel_replicate_degree,
-            "Data-parallel replicas (DDP); -1 fills the world size"),
+            "Data-parallel replicas: alone, replication (DDP); beside a shard degree above "
+            "1, HSDP's replica groups; -1 fills the world size"),
       -1, kMaxDegree));
   out.push_back(
       at_least(field("parallelism", "data_parallel_shard_degree", &p.data_parallel_shard_degree,
