@@ -18,14 +18,11 @@
 #include "catch_torch.h"
 #include "config/config.h"
 #include "model/llama.h"
-#include "optim/optimizer.h"
 #include "step/fully_sharded_model.h"
 #include "step/split_checksum.h"
-#include "step/step.h"
 #include "test_ranks.h"
 #include "test_util.h"
 #include "train/data_parallel_plan.h"
-#include "train/memory_check.h"
 #include "util/hash.h"
 
 namespace titan {
@@ -226,25 +223,6 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "fsdp: the memory check counts a rank's model state as sharded: 16 B a parameter / shard "
-    "degree plus the largest unit gathered, and never less than the whole weights built first",
-    "[config]") {
-  Config config;
-  const ModelArgs args = model_args_for_flavor(Flavor::k8B);
-  const double n = static_cast<double>(args.num_params());
-  const c10::Device cpu(c10::kCPU);
-  const double largest = static_cast<double>(largest_unit_params(args));
-  // Llama 3 8B: the embedding (128256 x 4096) outweighs a block.
-  CHECK(largest_unit_params(args) == args.vocab_size * args.dim + args.dim);
-  CHECK(estimate_memory(args, config, 1, cpu).model_state == 16.0 * n);
-  CHECK(estimate_memory(args, config, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
-  // From 8 ranks on, the shards are smaller than the weights each rank builds before sharding.
-  CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
-  CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 4.0 * n);
-  CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 4.0 * n);
-}
-
-TEST_CASE(
     "fsdp: the params checksum from the shards is the whole model's tensors_checksum, hashed in "
     "chunks where each rank's rows are whole chunks and exchanged whole where not",
     "[distributed]") {
@@ -311,75 +289,6 @@ TEST_CASE(
   });
   const auto expected = static_cast<int64_t>(tensors_checksum(whole));
   for (int r = 0; r < 3; ++r) CHECK(outputs[r][0].item<int64_t>() == expected);
-}
-
-// The bytes of a tensor's storage (0 for a released parameter).
-int64_t storage_bytes(const at::Tensor& t) {
-  return t.defined() ? static_cast<int64_t>(t.storage().nbytes()) : 0;
-}
-
-TEST_CASE(
-    "fsdp: after a step each rank holds its shard of the parameters, gradients and AdamW "
-    "moments, and no full parameter or gradient",
-    "[distributed]") {
-  const int64_t world = 2;
-  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
-  int64_t full_bytes = 0;
-  auto outputs = test::on_gloo_ranks(world, [&](ProcessGroup& group) -> test::RankOutputs {
-    Transformer model(args);
-    {
-      auto generator = at::detail::createCPUGenerator(3);
-      at::NoGradGuard no_grad;
-      for (auto& p : model->parameters()) p.copy_(at::randn(p.sizes(), generator) * 0.02);
-    }
-    std::vector<at::Tensor> params = model->parameters();
-    int64_t bytes = 0;
-    for (const auto& p : params) bytes += storage_bytes(p);
-    FullyShardedModel sharded(model, group, ReshardAfterForward::kDefault);
-    auto optimizer = build_optimizer(sharded.shards(), OptimizerConfig());
-    auto generator = at::detail::createCPUGenerator(7);
-    Batch batch;
-    batch.inputs = at::randint(args.vocab_size, {2, 16}, generator);
-    batch.labels = at::randint(args.vocab_size, {2, 16}, generator);
-    const std::vector<Batch> batches{batch};
-    StepTarget target;
-    target.model = model;
-    target.params = params;
-    target.optimizer = optimizer.get();
-    target.sharded = &sharded;
-    target.group = &group;
-    StepOptions options;
-    options.data_parallel = world;
-    StepRequest request;
-    request.step = 1;
-    request.batches = &batches;
-    request.lr = 1e-3;
-    const StepOutcome out = run_step(target, options, request);
-    int64_t full_held = 0;
-    for (const auto& p : params) full_held += storage_bytes(p) + storage_bytes(p.grad());
-    int64_t shard_bytes = 0, grad_bytes = 0, moment_bytes = 0;
-    for (const auto& shard : sharded.shards()) {
-      shard_bytes += storage_bytes(shard);
-      grad_bytes += storage_bytes(shard.grad());
-    }
-    for (const auto& item : optimizer->state()) {
-      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*item.second);
-      moment_bytes += storage_bytes(state.exp_avg()) + storage_bytes(state.exp_avg_sq());
-    }
-    if (group.rank() == 0) full_bytes = bytes;
-    return {at::tensor({full_held, shard_bytes, grad_bytes, moment_bytes}),
-            at::tensor(out.loss, at::kDouble)};
-  });
-  // The tiny model's rows divide by 2: a shard is exactly half, with no padding.
-  for (int64_t r = 0; r < world; ++r) {
-    INFO("rank " << r);
-    const auto held = outputs[r][0];
-    CHECK(held[0].item<int64_t>() == 0);               // no full parameter or gradient left
-    CHECK(held[1].item<int64_t>() == full_bytes / 2);  // parameters
-    CHECK(held[2].item<int64_t>() == full_bytes / 2);  // gradients
-    CHECK(held[3].item<int64_t>() == full_bytes);      // two moments
-    CHECK(std::isfinite(outputs[r][1].item<double>()));
-  }
 }
 
 }  // namespace

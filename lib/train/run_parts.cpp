@@ -16,6 +16,7 @@
 #include "train/rank_agreement.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/malloc_tuning.h"
 
 namespace titan {
 namespace {
@@ -99,6 +100,7 @@ RunParts::RunParts(const RunContext& run_context)
     stepped = shard_optimizer.get();
     checkpointer->set_whole_model([this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
                                   [this] { sharded->release_whole(*optimizer); });
+    return_free_heap_to_kernel();  // the whole model each rank built is freed
   }
   // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
   // and keeps its rows; otherwise its backward reduce-scatters.

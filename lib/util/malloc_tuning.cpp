@@ -45,6 +45,14 @@ void tune_malloc_for_training() {
 #endif
 }
 
+bool return_free_heap_to_kernel() {
+#if defined(__GLIBC__)
+  return malloc_trim(0) == 1;
+#else
+  return false;
+#endif
+}
+
 const std::string& malloc_tuning_summary() { return summary(); }
 
 }  // namespace titan

@@ -17,6 +17,12 @@ namespace titan {
 // main, before the large allocations. A no-op on other C libraries.
 void tune_malloc_for_training();
 
+// Gives the heap's free pages back to the kernel (glibc's malloc_trim), once memory that will
+// not be needed again was freed (FSDP's whole model after sharding): the tuning above keeps
+// freed memory for reuse, and pieces of it between live blocks would otherwise stay resident.
+// Returns whether anything was given back; false on other C libraries.
+bool return_free_heap_to_kernel();
+
 // What tune_malloc_for_training did, one line for the start-up log ("" before it ran).
 const std::string& malloc_tuning_summary();
 

@@ -22,7 +22,10 @@ import tempfile
 from data_parallel import ROOT, run_ranks_measured, spread
 
 STEPS, WARMUP = 5, 1
-PARAMS = 107_000_000  # debugmodel_wide, as the start-up log's count rounds it
+# debugmodel_wide: dim 1024, 8 blocks, vocab 2048, FFN hidden 2816 (multiple_of 256).
+DIM, LAYERS, VOCAB, HIDDEN = 1024, 8, 2048, 2816
+BLOCK = 4 * DIM * DIM + 3 * DIM * HIDDEN + 2 * DIM  # attention, SwiGLU, two norms
+PARAMS = LAYERS * BLOCK + 2 * VOCAB * DIM + DIM  # 106,972,160
 
 
 def run(folder, ranks, fsdp, prefetch, extra):
@@ -48,7 +51,7 @@ def run(folder, ranks, fsdp, prefetch, extra):
 
 
 def model_state_mib(shard):
-    largest = 2048 * 1024 + 1024  # the output (or embedding) unit of debugmodel_wide
+    largest = max(BLOCK, VOCAB * DIM + DIM)  # a block (the memory check's largest_unit_params)
     if shard == 1:
         return 16 * PARAMS / 2**20
     return max(4 * PARAMS, 16 * PARAMS / shard + 8 * largest) / 2**20
