@@ -3,7 +3,7 @@
 
 Each run is debugmodel_wide (107M parameters) on the CPU at seq_len 256, local_batch_size 2 per
 rank, AC off, 1 warm-up + 4 measured steps. Rounds interleave every variant (1 rank; 2 and 4
-ranks replicated; 2 and 4 ranks FSDP, prefetched and not) so that the machine's noise hits all
+ranks replicated; 2 and 4 ranks FSDP, prefetched and not; HSDP 2 x 2) so that the machine's noise hits all
 alike. Prints per variant: the median peak RSS per rank (max over ranks) with its spread against
 the model state a rank holds by the memory check's count (16 B a parameter / shard degree plus
 the largest unit gathered, at least the 4 B a parameter each rank builds first), tokens/s over
@@ -28,15 +28,17 @@ BLOCK = 4 * DIM * DIM + 3 * DIM * HIDDEN + 2 * DIM  # attention, SwiGLU, two nor
 PARAMS = LAYERS * BLOCK + 2 * VOCAB * DIM + DIM  # 106,972,160
 
 
-def run(folder, ranks, fsdp, prefetch, extra):
+def run(folder, ranks, shard, prefetch, extra):
     cmd = [os.path.join(ROOT, "build", "titan-train"), "--model.flavor", "debugmodel_wide",
            "--training.seq_len", "256", "--training.local_batch_size", "2",
            "--training.steps", str(STEPS), "--metrics.log_freq", "1",
            "--training.device", "cpu", "--activation_checkpoint.mode", "none",
            "--debug.seed", "1", "--job.dump_folder", folder] + extra
-    if ranks > 1 and not fsdp:
+    if ranks > 1 and shard == 1:
         cmd += ["--parallelism.data_parallel_shard_degree", "1",
                 "--parallelism.data_parallel_replicate_degree", "-1"]
+    elif shard < ranks:  # HSDP
+        cmd += ["--parallelism.data_parallel_replicate_degree", str(ranks // shard)]
     env = {} if prefetch else {"TITAN_FSDP_PREFETCH": "0"}
     outputs, peaks = run_ranks_measured(cmd, ranks, env)
     with open(os.path.join(folder, "metrics.jsonl")) as f:
@@ -62,26 +64,28 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("extra", nargs="*", help="extra titan-train flags")
     args = parser.parse_args()
-    variants = [("1 rank", 1, False, True), ("2 replicated", 2, False, True),
-                ("2 FSDP", 2, True, True), ("2 FSDP no prefetch", 2, True, False),
-                ("4 replicated", 4, False, True), ("4 FSDP", 4, True, True)]
+    # (name, ranks, shard degree: 1 replicates, below the ranks is HSDP, prefetch)
+    variants = [("1 rank", 1, 1, True), ("2 replicated", 2, 1, True),
+                ("2 FSDP", 2, 2, True), ("2 FSDP no prefetch", 2, 2, False),
+                ("4 replicated", 4, 1, True), ("4 FSDP", 4, 4, True),
+                ("4 HSDP 2 x 2", 4, 2, True)]
     results = {v[0]: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="bench_fsdp_") as tmp:
         for i in range(args.rounds):
-            for name, ranks, fsdp, prefetch in variants:
+            for name, ranks, shard, prefetch in variants:
                 folder = os.path.join(tmp, f"r{i}_{name.replace(' ', '_')}")
-                r = run(folder, ranks, fsdp, prefetch, args.extra)
+                r = run(folder, ranks, shard, prefetch, args.extra)
                 results[name].append(r)
                 print(f"round {i + 1}: {name}: peak RSS {r[0]:,.0f} MiB a rank, "
                       f"{r[1]:,.0f} tokens/s" +
                       (f", all-gather waits {r[2]:.1f} ms, reduce-scatter {r[3]:.1f} ms a step"
                        if r[2] is not None else ""), flush=True)
-    for name, ranks, fsdp, _ in variants:
+    for name, ranks, shard, _ in variants:
         rows = results[name]
         line = (f"{name:20s}: peak RSS {spread([r[0] for r in rows])} MiB a rank "
-                f"(model state counted: {model_state_mib(ranks if fsdp else 1):,.0f} MiB), "
+                f"(model state counted: {model_state_mib(shard):,.0f} MiB), "
                 f"{spread([r[1] for r in rows])} tokens/s")
-        if fsdp:
+        if shard > 1:
             line += (f", all-gather waits {spread([r[2] for r in rows], '{:.1f}')} ms, "
                      f"reduce-scatter {spread([r[3] for r in rows], '{:.1f}')} ms a step")
         print(line)
