@@ -70,27 +70,31 @@ TEST_CASE("collectives: a Gloo all-gather puts every rank's shard at its rank's 
 }
 
 TEST_CASE(
-    "collectives: a Gloo reduce-scatter leaves each rank its rows of the all-reduce's sums, bit "
-    "for bit",
+    "collectives: a Gloo reduce-scatter leaves each rank its rows of the sum over the ranks, "
+    "added in ring order from the next rank, bit for bit",
     "[distributed]") {
-  for (int64_t world : {2, 4}) {
+  for (int64_t world : {2, 3, 4}) {
     INFO("world " << world);
     auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
-      at::Tensor reduced = rank_values(group.rank(), world);
-      group.all_reduce_sum(reduced, "the test's all-reduce");
       at::Tensor full = rank_values(group.rank(), world);
       at::Tensor shard = at::full({3, 5}, -1.0f);
       group.start_reduce_scatter_sum(shard, full, "the test's reduce-scatter")->wait();
-      return {reduced, shard};
+      // A second one right after: the ring's tags keep the two apart.
+      at::Tensor again = at::full({3, 5}, -1.0f);
+      group.start_reduce_scatter_sum(again, rank_values(group.rank(), world), "again")->wait();
+      return {shard, again};
     });
     at::Tensor sum = at::zeros({world * 3, 5}, at::kDouble);
     for (int64_t r = 0; r < world; ++r) sum += rank_values(r, world).to(at::kDouble);
     for (int64_t r = 0; r < world; ++r) {
       INFO("rank " << r);
-      const at::Tensor rows = outputs[r][0].narrow(0, r * 3, 3);
-      CHECK(at::equal(outputs[r][1], rows));
+      auto rows_of = [&](int64_t from) { return rank_values(from, world).narrow(0, r * 3, 3); };
+      at::Tensor ring = rows_of((r + 1) % world);
+      for (int64_t j = 2; j <= world; ++j) ring = rows_of((r + j) % world) + ring;
+      CHECK(at::equal(outputs[r][0], ring));
+      CHECK(at::equal(outputs[r][1], ring));
       // And they are the sums (to float rounding), not some other rows.
-      CHECK(at::allclose(outputs[r][1].to(at::kDouble), sum.narrow(0, r * 3, 3), 1e-5, 1e-3));
+      CHECK(at::allclose(outputs[r][0].to(at::kDouble), sum.narrow(0, r * 3, 3), 1e-5, 1e-3));
     }
   }
 }

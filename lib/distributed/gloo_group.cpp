@@ -61,6 +61,16 @@ class GlooGroup : public StoreGroup {
     return gloo_->allgather(outputs, inputs);
   }
 
+  c10::intrusive_ptr<c10d::Work> send(at::Tensor& tensor, int64_t peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return gloo_->send(tensors, static_cast<int>(peer), tag);
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(at::Tensor& tensor, int64_t peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return gloo_->recv(tensors, static_cast<int>(peer), tag);
+  }
+
   at::Device flag_device() const override { return at::kCPU; }
 
  private:

@@ -63,10 +63,11 @@ class ProcessGroup {
                                                               const std::string& what) = 0;
   // start_reduce_scatter_sum: `full` summed over the ranks, this rank's rows of the sum into
   // `shard`; `full` is scratch afterwards. On Gloo (libtorch 1.13's has no reduce-scatter) it
-  // is an all-reduce of `full` followed by a copy of the rank's rows: every element's sum is bit
-  // for bit start_all_reduce_sum's, at the cost of moving the whole of `full` (an all-reduce
-  // moves about twice what a reduce-scatter does). NCCL runs its own reduce-scatter, which
-  // orders its sums as NCCL chooses.
+  // is a ring of send/recv that completes before it returns: in size() - 1 steps each rank
+  // passes one row block, summed so far, to the next rank, so it moves what a reduce-scatter
+  // moves, (size() - 1) / size() of `full`, half of an all-reduce. Rank r's rows are summed in
+  // ring order: ((full of rank r+1) + full of rank r+2) + ... + full of rank r, indices modulo
+  // size(). NCCL runs its own reduce-scatter, which orders its sums as NCCL chooses.
   virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor shard,
                                                                       at::Tensor full,
                                                                       const std::string& what) = 0;

@@ -24,6 +24,9 @@ namespace {
 
 constexpr milliseconds kHeartbeatPeriod{500};
 constexpr milliseconds kHeartbeatWatch{2000};  // a rank silent this long is gone
+// A rank that is going away may still beat while its connections close (they go first, its
+// heartbeat with its group): the watch starts this long after a failure.
+constexpr milliseconds kHeartbeatSettle{1000};
 // A client connects in attempts this long, so that SIGTERM and SIGINT stop the rendezvous within
 // about a second (libtorch 1.13 rounds a connect timeout down to whole seconds: no shorter).
 constexpr milliseconds kConnectSlice{1000};
@@ -87,7 +90,7 @@ class StorePending : public PendingCollective {
                std::function<void()> then = {})
       : group_(group), work_(std::move(work)), what_(std::move(what)), then_(std::move(then)) {}
   void wait() override {
-    group_.guarded(what_, [&] { return work_->wait(); });
+    if (work_) group_.guarded(what_, [&] { return work_->wait(); });
     if (then_) then_();
   }
 
@@ -213,12 +216,35 @@ std::unique_ptr<PendingCollective> StoreGroup::start_reduce_scatter_sum(at::Tens
     if (auto work = reduce_scatter(shard, full)) {
       return std::make_unique<StorePending>(*this, std::move(work), what);
     }
-    std::vector<at::Tensor> tensors{full};
-    const int64_t rows = shard.size(0), first = rank() * rows;
-    return std::make_unique<StorePending>(*this, all_reduce(tensors), what, [=]() mutable {
-      shard.copy_(full.narrow(0, first, rows));
-    });
+    ring_reduce_scatter(shard, full);
+    return std::make_unique<StorePending>(*this, c10::intrusive_ptr<c10d::Work>(), what);
   });
+}
+
+void StoreGroup::ring_reduce_scatter(at::Tensor& shard, at::Tensor& full) {
+  const int64_t ranks = size(), rows = shard.size(0);
+  const int64_t next = (rank_ + 1) % ranks, previous = (rank_ + ranks - 1) % ranks;
+  auto block = [&](int64_t index) { return full.narrow(0, index * rows, rows); };
+  const int tag = ring_tag_;
+  ring_tag_ = (ring_tag_ + 1) % (1 << 30);
+  at::Tensor incoming = at::empty_like(shard);
+  for (int64_t k = 0; k + 1 < ranks; ++k) {
+    at::Tensor outgoing = block((rank_ - k - 1 + 2 * ranks) % ranks);
+    auto sent = send(outgoing, next, tag);
+    auto received = recv(incoming, previous, tag);
+    sent->wait();
+    received->wait();
+    block((rank_ - k - 2 + 2 * ranks) % ranks).add_(incoming);
+  }
+  shard.copy_(block(rank_));
+}
+
+c10::intrusive_ptr<c10d::Work> StoreGroup::send(at::Tensor&, int64_t, int) {
+  throw std::logic_error(backend() + " has no point-to-point sends here");
+}
+
+c10::intrusive_ptr<c10d::Work> StoreGroup::recv(at::Tensor&, int64_t, int) {
+  throw std::logic_error(backend() + " has no point-to-point receives here");
 }
 
 bool StoreGroup::any_rank(bool flag, const std::string& what) {
@@ -404,6 +430,7 @@ std::vector<int64_t> StoreGroup::read_heartbeats() {
 
 std::string StoreGroup::diagnose() {
   try {
+    std::this_thread::sleep_for(kHeartbeatSettle);
     const auto before = read_heartbeats();
     std::this_thread::sleep_for(kHeartbeatWatch);
     const auto after = read_heartbeats();

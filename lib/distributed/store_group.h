@@ -86,15 +86,25 @@ class StoreGroup : public ProcessGroup {
   // Starts start_all_gather's gather (shapes checked already).
   virtual c10::intrusive_ptr<c10d::Work> all_gather(at::Tensor& full, at::Tensor& shard) = 0;
   // Starts a reduce-scatter into `shard` when the backend has one; nullptr when it has not, and
-  // start_reduce_scatter_sum all-reduces `full` instead (Gloo).
+  // start_reduce_scatter_sum runs a ring of send/recv instead (Gloo).
   virtual c10::intrusive_ptr<c10d::Work> reduce_scatter(at::Tensor& shard, at::Tensor& full) {
     return {};
   }
+  // Point-to-point, for that ring: `tensor` (contiguous) to or from rank `peer` of this group,
+  // matched by `tag`. Backends with a reduce-scatter need not have them.
+  virtual c10::intrusive_ptr<c10d::Work> send(at::Tensor& tensor, int64_t peer, int tag);
+  virtual c10::intrusive_ptr<c10d::Work> recv(at::Tensor& tensor, int64_t peer, int tag);
   // Where any_rank's flag lives (the backend's device).
   virtual at::Device flag_device() const = 0;
 
  private:
   RuntimeFailure collective_failure(const std::string& what, const std::exception& e);
+  // start_reduce_scatter_sum without a backend reduce-scatter: size() - 1 steps in which each
+  // rank passes one row block of `full`, summed so far, to the next rank and adds the block the
+  // previous one passed it, so that rank r ends with block r summed over every rank (in ring
+  // order, starting after r) and copies it into `shard`. Each rank moves (size() - 1) / size()
+  // of `full`, as a reduce-scatter does; `full` is the running sum. Blocks until done.
+  void ring_reduce_scatter(at::Tensor& shard, at::Tensor& full);
   std::string where() const;
   c10::intrusive_ptr<c10d::TCPStore> open_store();
   // Rank 0 that cannot take the rendezvous mark (or bind the port): throws duplicate_rank() when
@@ -118,6 +128,7 @@ class StoreGroup : public ProcessGroup {
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Heartbeat> heartbeat_;
   int generation_ = 0;
+  int ring_tag_ = 0;      // one tag per ring reduce-scatter: its steps run one after another
   int server_mark_ = -1;  // rank 0: mark_rendezvous_server's descriptor
 };
 
