@@ -143,6 +143,30 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "fsdp: under batch_invariant, the op-level numerics trace and a rerun (skip) of a step are "
+    "byte-identical to replication's: numerics.log, the rerun report and the step lines",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_rerun");
+  const std::string args = " --training.dataset tokens --training.dataset_path " +
+                           write_tokens(dir) +
+                           " --debug.batch_invariant true --debug.numerics_trace ops"
+                           " --debug.rerun_steps 2 --debug.rerun_action skip";
+  const std::string fsdp = train_ranks(dir, "fsdp", 2, args);
+  CHECK_THAT(fsdp, Catch::Contains("shard 2): FSDP"));
+  CHECK_THAT(fsdp, Catch::Contains("rerun check: step 2 (requested): reproducible"));
+  train_ranks(dir, "replicated", 2, args + kReplicate);
+  for (const char* file :
+       {"/numerics.log", "/numerics.rank1.log", "/rerun/step2.txt", "/rerun/step2.rank1.txt"}) {
+    INFO(file);
+    const std::string replicated = test::read_text(dir + "/replicated" + file);
+    CHECK_FALSE(replicated.empty());
+    CHECK(test::read_text(dir + "/fsdp" + file) == replicated);
+  }
+  CHECK(step_lines(dir + "/fsdp/fingerprint.log") ==
+        step_lines(dir + "/replicated/fingerprint.log"));
+}
+
+TEST_CASE(
     "fsdp: a checkpoint saved at one shard degree resumes bit-exactly at another, on replication "
     "on HSDP, on replication and on one process (batch_invariant): 2 -> 4 -> HSDP 2 x 2 -> "
     "replicated 2 -> 1",
@@ -208,13 +232,11 @@ TEST_CASE(
   config = Config();
   config.checkpoint.enable = true;  // checkpoints gather the shards to save the model whole
   CHECK(data_parallel_plan(config, 2).fsdp);
+  // The rerun check and the numerics trace read the shards (tested through the binary below).
   config = Config();
   config.debug.rerun_steps = {3};
-  CHECK_THAT(data_parallel_plan(config, 2).replicated_because, Catch::Contains("debug.rerun"));
-  config = Config();
-  config.debug.numerics_trace = NumericsTrace::kBlocks;
-  CHECK_THAT(data_parallel_plan(config, 2).replicated_because,
-             Catch::Contains("debug.numerics_trace"));
+  config.debug.numerics_trace = NumericsTrace::kOps;
+  CHECK(data_parallel_plan(config, 2).fsdp);
   config = Config();
   config.metrics.enable_tensorboard = true;
   config.metrics.histogram_freq = 5;

@@ -30,13 +30,23 @@ void restore_group(const AdamWGroupSnapshot& g, torch::optim::AdamWOptions& o) {
 
 Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::AdamW& optimizer,
                        const TrainState& state, SnapshotCopy copy) {
+  return take_snapshot(module_tensors(module), optimizer, state, copy);
+}
+
+void restore_snapshot(const Snapshot& s, torch::nn::Module& module,
+                      torch::optim::AdamW& optimizer) {
+  restore_snapshot(s, module_tensors(module), optimizer);
+}
+
+Snapshot take_snapshot(const std::vector<at::Tensor>& tensors, const torch::optim::AdamW& optimizer,
+                       const TrainState& state, SnapshotCopy copy) {
   torch::NoGradGuard no_grad;
   auto copy_of = [copy](const at::Tensor& t) {
     return copy == SnapshotCopy::kClone ? clone_or_undefined(t) : t;
   };
   Snapshot s;
   s.state = state;
-  for (const auto& t : module_tensors(module)) s.module_tensors.push_back(copy_of(t.detach()));
+  for (const auto& t : tensors) s.module_tensors.push_back(copy_of(t.detach()));
   const auto& states = optimizer.state();
   for (const auto& group : optimizer.param_groups()) {
     s.groups.push_back(
@@ -56,10 +66,9 @@ Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::Adam
   return s;
 }
 
-void restore_snapshot(const Snapshot& s, torch::nn::Module& module,
+void restore_snapshot(const Snapshot& s, const std::vector<at::Tensor>& tensors,
                       torch::optim::AdamW& optimizer) {
   torch::NoGradGuard no_grad;
-  auto tensors = module_tensors(module);
   TORCH_CHECK(tensors.size() == s.module_tensors.size(), "snapshot of another module");
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(s.module_tensors[i]);
 

@@ -46,4 +46,11 @@ Snapshot take_snapshot(const torch::nn::Module& module, const torch::optim::Adam
 void restore_snapshot(const Snapshot& snapshot, torch::nn::Module& module,
                       torch::optim::AdamW& optimizer);
 
+// The same for a model whose state is `tensors` instead of a module's parameters and buffers
+// (FSDP: this rank's shards and the model's buffers), in the same order at both calls.
+Snapshot take_snapshot(const std::vector<at::Tensor>& tensors, const torch::optim::AdamW& optimizer,
+                       const TrainState& state, SnapshotCopy copy = SnapshotCopy::kClone);
+void restore_snapshot(const Snapshot& snapshot, const std::vector<at::Tensor>& tensors,
+                      torch::optim::AdamW& optimizer);
+
 }  // namespace titan

@@ -140,13 +140,20 @@ void NumericsTracer::add_op_entries(const std::string& block) {
 
 void NumericsTracer::record_gradients() {
   if (!tracing_) return;
-  for (const auto& [name, param] : params_) {
-    const at::Tensor& grad = param.grad();
+  auto record = [this](const std::string& name, const at::Tensor& grad) {
     NumericsEntry e;
     e.kind = NumericsKind::kGradient;
     e.name = name;
-    e.stats = tensor_stats(grad.defined() ? grad : at::zeros_like(param));
+    e.stats = tensor_stats(grad);
     record_.gradients.push_back(std::move(e));
+  };
+  if (gradient_source_) {
+    gradient_source_(record);
+    return;
+  }
+  for (const auto& [name, param] : params_) {
+    const at::Tensor& grad = param.grad();
+    record(name, grad.defined() ? grad : at::zeros_like(param));
   }
 }
 

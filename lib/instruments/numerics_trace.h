@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -69,6 +70,13 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
 
   // Observes `model`'s forwards and remembers its parameters for the gradients.
   void attach(Transformer& model);
+  // FSDP: the parameters hold no gradient after the backward, so `source` hands the full
+  // gradients to record_gradients instead, in backward order (it is collective: every rank
+  // records the same steps). Null: the parameters' own.
+  using GradientVisitor = std::function<void(const std::string& name, const at::Tensor& grad)>;
+  void set_gradient_source(std::function<void(const GradientVisitor&)> source) {
+    gradient_source_ = std::move(source);
+  }
 
   // Writes the header to `path`, followed (for a run resumed after step `resume_step` > 0) by the
   // old file's steps up to it. Throws RuntimeFailure naming the path.
@@ -107,6 +115,7 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
   bool ops_ = false;                // this step records ops
   std::unique_ptr<LineFile> file_;  // numerics.log, whole lines (null until open())
   std::vector<std::pair<std::string, at::Tensor>> params_;  // backward order
+  std::function<void(const GradientVisitor&)> gradient_source_;
   bool tracing_ = false;
   int64_t micro_ = -1;
   NumericsStep record_;  // the current step

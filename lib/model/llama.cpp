@@ -168,10 +168,13 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
       return block->forward(x, freqs);
     };
     const auto layer = static_cast<int64_t>(i);
-    if (observer_) observer_->block_starting(layer);
+    // The unit hooks (FSDP's gathers and releases) stay outside the observer's window on the
+    // block, so that an op trace of the block holds the block's own ops only.
     starting(ParamUnit::kBlock, layer);
-    h = finished(ParamUnit::kBlock, layer, runners_[i] ? runners_[i](run, h) : run(h));
-    if (observer_) observer_->stage_output(ForwardStage::kBlock, layer, h);
+    if (observer_) observer_->block_starting(layer);
+    at::Tensor out = runners_[i] ? runners_[i](run, h) : run(h);  // (B, T, D)
+    if (observer_) observer_->stage_output(ForwardStage::kBlock, layer, out);
+    h = finished(ParamUnit::kBlock, layer, out);
   }
   starting(ParamUnit::kHead, -1);
   h = norm(h);

@@ -198,6 +198,40 @@ uint64_t FullyShardedModel::gathered_params_checksum() {
   return h;
 }
 
+std::vector<at::Tensor> FullyShardedModel::gathered_gradients(ShardedUnit& unit) {
+  at::NoGradGuard no_grad;
+  const int64_t segment = unit.layout().segment_numel();
+  const at::Tensor& grad = unit.shard().grad();
+  const at::Tensor mine =
+      grad.defined() ? grad.detach().contiguous() : at::zeros({segment}, unit.shard().options());
+  at::Tensor all = at::empty({group_.size() * segment}, mine.options());
+  group_.start_all_gather(all, mine, unit.name() + "'s gradient all-gather")->wait();
+  return unit.layout().unpack_gathered(all);
+}
+
+uint64_t FullyShardedModel::gradients_checksum() {
+  uint64_t h = names_.size();  // tensors_checksum's seed: the number of tensors
+  for (auto& unit : units_) {
+    for (const auto& g : gathered_gradients(*unit)) h = hash_combine(h, tensor_checksum(g));
+  }
+  return h;
+}
+
+void FullyShardedModel::visit_full_gradients_backward(const GradientVisitor& visit) {
+  size_t k = names_.size();
+  for (auto unit = units_.rbegin(); unit != units_.rend(); ++unit) {
+    const std::vector<at::Tensor> grads = gathered_gradients(**unit);
+    k -= grads.size();
+    for (size_t i = grads.size(); i-- > 0;) visit(names_[k + i], grads[i]);
+  }
+}
+
+std::vector<at::Tensor> FullyShardedModel::snapshot_tensors() const {
+  std::vector<at::Tensor> out = shards();
+  for (const auto& b : model_->buffers()) out.push_back(b);
+  return out;
+}
+
 void FullyShardedModel::gather_whole(torch::optim::AdamW& whole, torch::optim::AdamW& sharded) {
   at::NoGradGuard no_grad;
   for (auto& unit : units_) {

@@ -13,6 +13,7 @@
 #include <torch/optim/adamw.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,18 @@ class FullyShardedModel {
   // of chunks that span two ranks move); elsewhere one unit is gathered at a time.
   uint64_t params_checksum();
 
+  // tensors_checksum of the full gradients in the model's order, zeros for a parameter without
+  // one: replication's gradients checksum (collective; one unit gathered at a time).
+  uint64_t gradients_checksum();
+  // Every parameter's full gradient (zeros where it has none) in the order the backward produces
+  // them (the model's order reversed), one unit's gathered at a time: visit(name, gradient), the
+  // gradient valid during the call only (collective: every rank calls it).
+  using GradientVisitor = std::function<void(const std::string& name, const at::Tensor& grad)>;
+  void visit_full_gradients_backward(const GradientVisitor& visit);
+  // What the model's state is on this rank, for snapshots (the rerun check): the shards, then
+  // the model's buffers.
+  std::vector<at::Tensor> snapshot_tensors() const;
+
   // Checkpoints, which are saved and loaded whole (collective: every rank calls them).
   // gather_whole: every unit's parameters gathered into the model, and `sharded`'s AdamW moments
   // (the optimizer of shards()) all-gathered into `whole`'s state, keyed by the model's
@@ -105,6 +118,8 @@ class FullyShardedModel {
   class Hooks;
   ShardedUnit& unit_of(ParamUnit unit, int64_t layer);
   uint64_t gathered_params_checksum();
+  // `unit`'s full gradients, all-gathered from the shards' gradients (zeros where none).
+  std::vector<at::Tensor> gathered_gradients(ShardedUnit& unit);
   bool reshards(ParamUnit unit) const;
 
   Transformer model_;

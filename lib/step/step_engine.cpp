@@ -42,13 +42,18 @@ void StepEngine::apply(const TrainState& s) {
 }
 
 Snapshot StepEngine::snapshot() const {
-  if (target_.sharded) throw std::logic_error("snapshots of an FSDP model are not built");
+  if (target_.sharded) {
+    return take_snapshot(target_.sharded->snapshot_tensors(), optimizer_, state());
+  }
   return take_snapshot(*target_.model, optimizer_, state());
 }
 
 void StepEngine::restore(const Snapshot& snapshot) {
-  if (target_.sharded) throw std::logic_error("snapshots of an FSDP model are not built");
-  restore_snapshot(snapshot, *target_.model, optimizer_);
+  if (target_.sharded) {
+    restore_snapshot(snapshot, target_.sharded->snapshot_tensors(), optimizer_);
+  } else {
+    restore_snapshot(snapshot, *target_.model, optimizer_);
+  }
   apply(snapshot.state);
 }
 
@@ -79,7 +84,7 @@ uint64_t StepEngine::params_checksum() const {
 }
 
 uint64_t StepEngine::gradients_checksum() const {
-  if (target_.sharded) throw std::logic_error("gradient checksums of an FSDP model are not built");
+  if (target_.sharded) return target_.sharded->gradients_checksum();
   std::vector<at::Tensor> grads;
   for (const auto& p : target_.params)
     grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));

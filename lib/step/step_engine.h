@@ -37,8 +37,9 @@ class StepEngine {
   // The train state (the generators read now), and the one way to set it.
   TrainState state() const;
   void apply(const TrainState& state);
-  // In-memory copies of everything the next steps depend on (not under FSDP: std::logic_error): the
-  // steps that follow a restore reproduce those that followed the snapshot, bit for bit.
+  // In-memory copies of everything the next steps depend on (under FSDP this rank's shards and
+  // their AdamW state): the steps that follow a restore reproduce those that followed the
+  // snapshot, bit for bit.
   Snapshot snapshot() const;
   void restore(const Snapshot& snapshot);
 
@@ -55,10 +56,11 @@ class StepEngine {
   // The run's step `step` is done: the step count and the tokens seen move on.
   void complete(int64_t step);
 
-  // tensors_checksum of the model's parameters (under FSDP gathered one unit at a time: every
-  // rank calls it).
+  // tensors_checksum of the model's parameters (under FSDP from the shards: every rank calls
+  // it).
   uint64_t params_checksum() const;
-  // Checksum of every parameter's gradient as the last execution left them.
+  // Checksum of every parameter's gradient as the last execution left them (under FSDP of the
+  // full gradients, gathered one unit at a time: every rank calls it).
   uint64_t gradients_checksum() const;
 
   const StepOptions& options() const { return options_; }

@@ -1,18 +1,12 @@
 // Contract in data_parallel_plan.h.
 #include "train/data_parallel_plan.h"
 
-#include "instruments/instruments.h"
-
 namespace titan {
 namespace {
 
 // The first enabled feature that reads or writes the whole model between steps, which FSDP
 // does not provide yet; "" for none.
 std::string needs_whole_model(const Config& config) {
-  if (rerun_armed(config.debug))
-    return "debug.rerun_on / debug.rerun_steps (the rerun check snapshots the whole model)";
-  if (config.debug.numerics_trace != NumericsTrace::kNone)
-    return "debug.numerics_trace (it reads every parameter's gradient)";
   if (config.metrics.enable_tensorboard && config.metrics.histogram_freq > 0)
     return "metrics.histogram_freq (histograms of whole weights)";
   return "";

@@ -101,6 +101,11 @@ RunParts::RunParts(const RunContext& run_context)
     checkpointer->set_whole_model([this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
                                   [this] { sharded->release_whole(*optimizer); });
     return_free_heap_to_kernel();  // the whole model each rank built is freed
+    if (tracer) {
+      tracer->set_gradient_source([this](const NumericsTracer::GradientVisitor& visit) {
+        sharded->visit_full_gradients_backward(visit);
+      });
+    }
   }
   // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
   // and keeps its rows; otherwise its backward reduce-scatters.
