@@ -31,8 +31,10 @@ namespace {
 using test::run_ranks;
 using test::same_args;
 
-// The tokens dataset's file, rank r of W reading documents r, r + W, ...
-std::string write_tokens(const std::string& dir) { return test::write_rank_tokens(dir, 11); }
+// Flags for the tokens dataset written into `dir`, rank r of W reading documents r, r + W, ...
+std::string tokens_dataset(const std::string& dir) {
+  return " --training.dataset tokens --training.dataset_path " + test::write_rank_tokens(dir, 11);
+}
 
 // fingerprint.log's step lines at `path`, and how many there are.
 std::string step_lines(const std::string& path) { return test::fingerprint_step_lines(path); }
@@ -72,8 +74,7 @@ TEST_CASE(
     "micro-batches",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_bitwise");
-  const std::string args = " --training.dataset tokens --training.dataset_path " +
-                           write_tokens(dir) +
+  const std::string args = tokens_dataset(dir) +
                            " --debug.batch_invariant true --training.global_batch_size 16"
                            " --activation_checkpoint.mode full";
   const auto one = test::run_titan(test::tiny_run(dir + "/one", 4, args));
@@ -111,8 +112,7 @@ TEST_CASE(
     "replication's, for each fsdp_reshard_after_forward, and for HSDP",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_close");
-  const std::string args = " --training.dataset tokens --training.dataset_path " +
-                           write_tokens(dir) + " --training.global_batch_size 16";
+  const std::string args = tokens_dataset(dir) + " --training.global_batch_size 16";
   struct Case {
     int world;
     const char* reshard;
@@ -147,8 +147,7 @@ TEST_CASE(
     "byte-identical to replication's: numerics.log, the rerun report and the step lines",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_rerun");
-  const std::string args = " --training.dataset tokens --training.dataset_path " +
-                           write_tokens(dir) +
+  const std::string args = tokens_dataset(dir) +
                            " --debug.batch_invariant true --debug.numerics_trace ops"
                            " --debug.rerun_steps 2 --debug.rerun_action skip";
   const std::string fsdp = train_ranks(dir, "fsdp", 2, args);
@@ -172,8 +171,7 @@ TEST_CASE(
     "replicated 2 -> 1",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_resume");
-  const std::string args = " --training.dataset tokens --training.dataset_path " +
-                           write_tokens(dir) +
+  const std::string args = tokens_dataset(dir) +
                            " --debug.batch_invariant true --training.global_batch_size 8"
                            " --checkpoint.enable true --checkpoint.interval 1"
                            " --checkpoint.last_save_model_only false";

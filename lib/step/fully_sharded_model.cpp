@@ -198,15 +198,22 @@ uint64_t FullyShardedModel::gathered_params_checksum() {
   return h;
 }
 
+std::vector<at::Tensor> FullyShardedModel::gathered_segments(const ShardedUnit& unit,
+                                                             const at::Tensor& mine,
+                                                             const std::string& what) {
+  at::Tensor all = at::empty({group_.size() * unit.layout().segment_numel()}, mine.options());
+  group_.start_all_gather(all, mine, fmt::format("{}'s {} all-gather", unit.name(), what))->wait();
+  return unit.layout().unpack_gathered(all);
+}
+
 std::vector<at::Tensor> FullyShardedModel::gathered_gradients(ShardedUnit& unit) {
   at::NoGradGuard no_grad;
-  const int64_t segment = unit.layout().segment_numel();
   const at::Tensor& grad = unit.shard().grad();
-  const at::Tensor mine =
-      grad.defined() ? grad.detach().contiguous() : at::zeros({segment}, unit.shard().options());
-  at::Tensor all = at::empty({group_.size() * segment}, mine.options());
-  group_.start_all_gather(all, mine, unit.name() + "'s gradient all-gather")->wait();
-  return unit.layout().unpack_gathered(all);
+  return gathered_segments(unit,
+                           grad.defined()
+                               ? grad.detach().contiguous()
+                               : at::zeros({unit.layout().segment_numel()}, unit.shard().options()),
+                           "gradient");
 }
 
 uint64_t FullyShardedModel::gradients_checksum() {
@@ -238,15 +245,8 @@ void FullyShardedModel::gather_whole(torch::optim::AdamW& whole, torch::optim::A
     unit->gather();
     const AdamWParamState* state = state_of(sharded, unit->shard());
     if (!state) continue;  // before the first step: every rank alike
-    const int64_t segment = unit->layout().segment_numel();
-    auto gathered = [&](const at::Tensor& moment, const char* what) {
-      at::Tensor all = at::empty({group_.size() * segment}, moment.options());
-      group_.start_all_gather(all, moment, fmt::format("{}'s {} all-gather", unit->name(), what))
-          ->wait();
-      return unit->layout().unpack_gathered(all);
-    };
-    const std::vector<at::Tensor> m = gathered(state->exp_avg(), "exp_avg");
-    const std::vector<at::Tensor> v = gathered(state->exp_avg_sq(), "exp_avg_sq");
+    const std::vector<at::Tensor> m = gathered_segments(*unit, state->exp_avg(), "exp_avg");
+    const std::vector<at::Tensor> v = gathered_segments(*unit, state->exp_avg_sq(), "exp_avg_sq");
     for (size_t i = 0; i < unit->params().size(); ++i) {
       auto full = std::make_unique<AdamWParamState>();
       full->step(state->step());

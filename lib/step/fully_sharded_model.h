@@ -118,6 +118,10 @@ class FullyShardedModel {
   class Hooks;
   ShardedUnit& unit_of(ParamUnit unit, int64_t layer);
   uint64_t gathered_params_checksum();
+  // Every rank's segment `mine` of `unit` (its shard's size) all-gathered and unpacked into
+  // full tensors shaped as the unit's parameters; `what` names it in errors.
+  std::vector<at::Tensor> gathered_segments(const ShardedUnit& unit, const at::Tensor& mine,
+                                            const std::string& what);
   // `unit`'s full gradients, all-gathered from the shards' gradients (zeros where none).
   std::vector<at::Tensor> gathered_gradients(ShardedUnit& unit);
   bool reshards(ParamUnit unit) const;
