@@ -28,45 +28,17 @@
 namespace titan {
 namespace {
 
+using test::kHsdp;
+using test::kReplicate;
 using test::run_ranks;
 using test::same_args;
+using test::step_lines;
+using test::tokens_dataset;
+using test::train_ranks;
 
-// Flags for the tokens dataset written into `dir`, rank r of W reading documents r, r + W, ...
-std::string tokens_dataset(const std::string& dir) {
-  return " --training.dataset tokens --training.dataset_path " + test::write_rank_tokens(dir, 11);
-}
-
-// fingerprint.log's step lines at `path`, and how many there are.
-std::string step_lines(const std::string& path) { return test::fingerprint_step_lines(path); }
 int64_t count_lines(const std::string& lines) {
   return std::count(lines.begin(), lines.end(), '\n');
 }
-
-// `world` ranks (one: a plain process) of a tiny run of `steps` in dir/name; requires every
-// rank to exit 0 and returns rank 0's output.
-std::string train_ranks(const std::string& dir, const std::string& name, int world,
-                        const std::string& extra, int steps = 4) {
-  const std::string run = dir + "/" + name;
-  const std::string flags = test::tiny_run(run, steps, extra);
-  if (world == 1) {
-    const auto one = test::run_titan(flags);
-    INFO(name << ":\n" << one.output);
-    REQUIRE(one.exit_code == 0);
-    return one.output;
-  }
-  std::filesystem::create_directories(run + "_out");
-  const auto ranks = run_ranks(run + "_out", same_args(world, flags));
-  for (const auto& rank : ranks) {
-    INFO(name << ":\n" << rank.output);
-    REQUIRE(rank.exit_code == 0);
-  }
-  return ranks[0].output;
-}
-
-const char* const kReplicate =
-    " --parallelism.data_parallel_shard_degree 1 --parallelism.data_parallel_replicate_degree -1";
-// HSDP over 4 ranks: 2 replicas of 2 shards.
-const char* const kHsdp = " --parallelism.data_parallel_replicate_degree 2";
 
 TEST_CASE(
     "fsdp: under batch_invariant, 2 and 4 ranks' step lines, and HSDP's over 2 x 2, are "

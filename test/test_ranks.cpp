@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
+#include "catch_torch.h"
 #include "distributed/world.h"
 #include "test_util.h"
 
@@ -19,6 +21,31 @@ std::string rank_env(int rank, int world, int port) {
 
 std::vector<std::string> same_args(int world, const std::string& args) {
   return std::vector<std::string>(static_cast<size_t>(world), args);
+}
+
+std::string tokens_dataset(const std::string& dir) {
+  return " --training.dataset tokens --training.dataset_path " + write_rank_tokens(dir, 11);
+}
+
+std::string step_lines(const std::string& path) { return fingerprint_step_lines(path); }
+
+std::string train_ranks(const std::string& dir, const std::string& name, int world,
+                        const std::string& extra, int steps) {
+  const std::string run = dir + "/" + name;
+  const std::string flags = tiny_run(run, steps, extra);
+  if (world == 1) {
+    const auto one = run_titan(flags);
+    INFO(name << ":\n" << one.output);
+    REQUIRE(one.exit_code == 0);
+    return one.output;
+  }
+  std::filesystem::create_directories(run + "_out");
+  const auto ranks = run_ranks(run + "_out", same_args(world, flags));
+  for (const auto& rank : ranks) {
+    INFO(name << ":\n" << rank.output);
+    REQUIRE(rank.exit_code == 0);
+  }
+  return ranks[0].output;
 }
 
 std::string write_rank_tokens(const std::string& dir, unsigned seed) {

@@ -34,6 +34,23 @@ std::vector<RankResult> run_ranks(const std::string& dir, const std::vector<std:
 // 1 rank x Wb. Returns the path.
 std::string write_rank_tokens(const std::string& dir, unsigned seed = 7);
 
+// Flags for the tokens dataset (write_rank_tokens, seed 11) written into `dir`.
+std::string tokens_dataset(const std::string& dir);
+
+// fingerprint.log's step lines at `path`.
+std::string step_lines(const std::string& path);
+
+// `world` ranks (one: a plain process) of a tiny run of `steps` in dir/name (test::tiny_run with
+// `extra`); requires every rank to exit 0 (Catch's REQUIRE) and returns rank 0's output.
+std::string train_ranks(const std::string& dir, const std::string& name, int world,
+                        const std::string& extra, int steps = 4);
+
+// The data-parallel degrees of a replicated run, and of HSDP over 4 ranks (2 replicas of 2
+// shards); a run without either is FSDP over all its ranks.
+inline const char* const kReplicate =
+    " --parallelism.data_parallel_shard_degree 1 --parallelism.data_parallel_replicate_degree -1";
+inline const char* const kHsdp = " --parallelism.data_parallel_replicate_degree 2";
+
 // What one rank computed: the tensors the test asserts on, in the main thread (Catch's
 // assertions are not thread-safe).
 using RankOutputs = std::vector<at::Tensor>;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -25,11 +24,7 @@ namespace fs = std::filesystem;
 constexpr const char* kManifest = "manifest.txt";
 constexpr const char* kManifestFormat = "titan-train checkpoint 1";
 
-struct FileEntry {
-  std::string name;
-  uint64_t size = 0;
-  uint64_t checksum = 0;
-};
+using FileEntry = CheckpointFile;
 
 // The manifest's step, kind, config hash and world size.
 struct ManifestSummary {
@@ -38,6 +33,8 @@ struct ManifestSummary {
   uint64_t config_hash = 0;
   int64_t world_size = 1;          // "world_size N" in the manifest; absent before data parallelism
   bool global_data_order = false;  // "data_order global"; absent when each rank reads its own
+  int64_t shards = 0;              // "mesh replicate R shard S"; absent when saved whole
+  int64_t replicas = 1;
 };
 
 struct Manifest {
@@ -50,19 +47,10 @@ std::string format_manifest(const CheckpointContents& c, const std::vector<FileE
                                  c.step, c.model_only ? "model_only" : "full", c.config_hash);
   if (c.world_size > 1) text += fmt::format("world_size {}\n", c.world_size);
   if (c.global_data_order) text += "data_order global\n";
+  if (c.shards > 0) text += fmt::format("mesh replicate {} shard {}\n", c.replicas, c.shards);
   for (const auto& f : files)
     text += fmt::format("file {} {} {:#018x}\n", f.name, f.size, f.checksum);
   return text;
-}
-
-// Parses a decimal number, or a hexadecimal one written "0x..."; false unless `text` is entirely
-// that.
-bool parse_u64(const std::string& text, uint64_t& value) {
-  const bool hex = starts_with(text, "0x");
-  const char* begin = text.data() + (hex ? 2 : 0);
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(begin, end, value, hex ? 16 : 10);
-  return begin != end && error == std::errc() && stop == end;
 }
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
@@ -96,6 +84,11 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     } else if (words.size() == 2 && words[0] == "world_size" && parse_u64(words[1], a) && a >= 1 &&
                a <= static_cast<uint64_t>(limits::kMaxWorldSize)) {
       m.summary.world_size = static_cast<int64_t>(a);
+    } else if (words.size() == 5 && words[0] == "mesh" && words[1] == "replicate" &&
+               words[3] == "shard" && parse_u64(words[2], a) && parse_u64(words[4], b) && a >= 1 &&
+               b >= 1 && a * b <= static_cast<uint64_t>(limits::kMaxWorldSize)) {
+      m.summary.replicas = static_cast<int64_t>(a);
+      m.summary.shards = static_cast<int64_t>(b);
     } else if (words.size() == 2 && words[0] == "data_order" && words[1] == "global") {
       m.summary.global_data_order = true;
     } else if (words.size() == 4 && words[0] == "file" && parse_u64(words[2], a) &&
@@ -220,29 +213,47 @@ int64_t step_of_folder_name(const std::string& name) {
 
 std::string checkpoint_folder_name(int64_t step) { return fmt::format("step-{}", step); }
 
-SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& c,
-                           const std::function<bool()>& should_abort) {
-  const auto start = std::chrono::steady_clock::now();
+std::string checkpoint_temp_folder(const std::string& folder, int64_t step) {
+  return folder + "/." + checkpoint_folder_name(step) + ".tmp";
+}
+
+void begin_checkpoint_write(const std::string& folder, int64_t step) {
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw RuntimeFailure(fmt::format("cannot create {}: {}", folder, ec.message()));
   remove_stale_temporaries(folder);
-  const std::string name = checkpoint_folder_name(c.step);
-  const std::string final_path = folder + "/" + name;
-  const std::string tmp = folder + "/." + name + ".tmp";
+  const std::string tmp = checkpoint_temp_folder(folder, step);
   if (!fs::create_directory(tmp, ec) || ec) {
     throw RuntimeFailure(fmt::format("cannot create {}: {}", tmp, ec.message()));
   }
+}
+
+void abandon_checkpoint_write(const std::string& folder, int64_t step) {
+  std::error_code ec;
+  fs::remove_all(checkpoint_temp_folder(folder, step), ec);
+}
+
+SaveRecord finish_checkpoint_write(const std::string& folder, const CheckpointContents& c,
+                                   const std::vector<CheckpointFile>& shard_files,
+                                   const std::function<bool()>& should_abort) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = checkpoint_folder_name(c.step);
+  const std::string final_path = folder + "/" + name;
+  const std::string tmp = checkpoint_temp_folder(folder, c.step);
   SaveRecord record;
   try {
-    std::vector<FileEntry> files;
-    write_file(tmp, "model.safetensors", should_abort, files, [&](HashedFileWriter& out) {
-      write_safetensors(out, c.model, {{"format", "pt"}});
-    });
-    if (!c.model_only) {
-      write_file(tmp, "optimizer.safetensors", should_abort, files, [&](HashedFileWriter& out) {
-        write_safetensors(out, c.optimizer, c.optimizer_metadata);
+    std::vector<FileEntry> files = shard_files;
+    if (c.shards == 0) {
+      write_file(tmp, "model.safetensors", should_abort, files, [&](HashedFileWriter& out) {
+        write_safetensors(out, c.model, {{"format", "pt"}});
       });
+    }
+    if (!c.model_only) {
+      if (c.shards == 0) {
+        write_file(tmp, "optimizer.safetensors", should_abort, files, [&](HashedFileWriter& out) {
+          write_safetensors(out, c.optimizer, c.optimizer_metadata);
+        });
+      }
       write_file(tmp, "train_state.bin", should_abort, files,
                  [&](HashedFileWriter& out) { write_text(out, encode_train_state(c.state)); });
       for (size_t i = 0; i < c.other_rank_states.size(); ++i) {
@@ -260,6 +271,7 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
                [&](HashedFileWriter& out) { write_text(out, format_manifest(c, listed)); });
     fsync_folder(tmp);
     for (const auto& f : files) record.bytes += f.size;
+    std::error_code ec;
     if (fs::exists(final_path, ec)) {
       // Replaced only now that the new one is complete; the old copy goes to a temporary name
       // that the next save removes if this process dies before deleting it.
@@ -272,13 +284,22 @@ SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& 
     }
     fsync_folder(folder);
   } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
+    abandon_checkpoint_write(folder, c.step);
     throw RuntimeFailure(fmt::format("cannot save {}: {}", final_path, e.what()));
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    abandon_checkpoint_write(folder, c.step);
     throw;
   }
   record.path = final_path;
+  record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return record;
+}
+
+SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& c,
+                           const std::function<bool()>& should_abort) {
+  const auto start = std::chrono::steady_clock::now();
+  begin_checkpoint_write(folder, c.step);
+  SaveRecord record = finish_checkpoint_write(folder, c, {}, should_abort);
   record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return record;
 }
@@ -330,6 +351,41 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep) 
   return removed;
 }
 
+namespace {
+
+// The files a checkpoint must list: its model and optimizer files, or each shard's.
+std::vector<std::string> required_files(const CheckpointContents& c, bool has_rank_state,
+                                        const std::string& state_name) {
+  std::vector<std::string> required = {"config.toml"};
+  if (has_rank_state) required.push_back(state_name);
+  if (c.shards == 0) {
+    required.push_back("model.safetensors");
+    if (!c.model_only) required.push_back("optimizer.safetensors");
+  }
+  for (int64_t p = 0; p < c.shards; ++p) {
+    required.push_back(shard_file_name("model", p));
+    if (!c.model_only) required.push_back(shard_file_name("optimizer", p));
+  }
+  return required;
+}
+
+bool is_shard_file(const std::string& file, const std::string& part, int64_t shards) {
+  for (int64_t p = 0; p < shards; ++p) {
+    if (file == shard_file_name(part, p)) return true;
+  }
+  return false;
+}
+
+uint64_t shard_bytes(const Manifest& m, const std::string& part) {
+  uint64_t bytes = 0;
+  for (const auto& f : m.files) {
+    if (is_shard_file(f.name, part, m.summary.shards)) bytes += f.size;
+  }
+  return bytes;
+}
+
+}  // namespace
+
 CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank) {
   const Manifest m = read_manifest(step_folder);
   CheckpointContents c;
@@ -338,12 +394,11 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
   c.config_hash = m.summary.config_hash;
   c.world_size = m.summary.world_size;
   c.global_data_order = m.summary.global_data_order;
+  c.shards = m.summary.shards;
+  c.replicas = m.summary.replicas;
   const bool has_rank_state = !c.model_only && rank < c.world_size;
   const std::string state_name = rank_file_name("train_state.bin", rank);
-  std::vector<std::string> required = {"model.safetensors", "config.toml"};
-  if (!c.model_only) required.push_back("optimizer.safetensors");
-  if (has_rank_state) required.push_back(state_name);
-  for (const auto& name : required) {
+  for (const auto& name : required_files(c, has_rank_state, state_name)) {
     const bool listed = std::any_of(m.files.begin(), m.files.end(),
                                     [&](const FileEntry& f) { return f.name == name; });
     if (!listed) {
@@ -351,20 +406,40 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
                            "the checkpoint is damaged; load another one (checkpoint.load_step)");
     }
   }
+  // Shard files add their rows to whole tensors (the budget: what the files hold).
+  RowAssembler model_rows(shard_bytes(m, "model")), optimizer_rows(shard_bytes(m, "optimizer"));
+  const std::string metadata_shard = shard_file_name("optimizer", 0);
   // One file's bytes at a time: each is verified, parsed and released before the next is read.
   for (const auto& f : m.files) {
     std::string bytes = read_checked(step_folder, f);
     const std::string path = step_folder + "/" + f.name;
-    if (f.name == "model.safetensors") {
+    if (f.name == "model.safetensors" && c.shards == 0) {
       c.model = parse_safetensors(std::move(bytes), path).tensors;
-    } else if (f.name == "optimizer.safetensors" && !c.model_only) {
+    } else if (f.name == "optimizer.safetensors" && c.shards == 0 && !c.model_only) {
       auto optimizer = parse_safetensors(std::move(bytes), path);
       c.optimizer = std::move(optimizer.tensors);
       c.optimizer_metadata = std::move(optimizer.metadata);
+    } else if (is_shard_file(f.name, "model", c.shards)) {
+      model_rows.add(parse_safetensors(std::move(bytes), path), path);
+    } else if (is_shard_file(f.name, "optimizer", c.shards) && !c.model_only) {
+      const auto part = parse_safetensors(std::move(bytes), path);
+      optimizer_rows.add(part, path);
+      if (f.name == metadata_shard) {
+        for (const auto& [key, value] : part.metadata) {
+          if (!starts_with(key, "rows.")) c.optimizer_metadata[key] = value;
+        }
+      }
     } else if (f.name == state_name && has_rank_state) {
       c.state = decode_train_state(bytes, path);
     } else if (f.name == "config.toml") {
       c.config_toml = bytes;
+    }
+  }
+  if (c.shards > 0) {
+    c.model = model_rows.finish(step_folder + "/model.shard*.safetensors");
+    if (!c.model_only) {
+      c.optimizer = optimizer_rows.finish(step_folder + "/optimizer.shard*.safetensors");
+      c.optimizer_file = metadata_shard;
     }
   }
   return c;

@@ -6,7 +6,10 @@
 //   manifest.txt           written last: format, step, kind, config hash, and each file's size
 //                          and checksum (hash_bytes)
 // A model-only checkpoint (the final save with checkpoint.last_save_model_only) has
-// model.safetensors, config.toml and manifest.txt only.
+// model.safetensors, config.toml and manifest.txt only. A sharded one (FSDP) has
+// model.shard<P>.safetensors and optimizer.shard<P>.safetensors, one pair for each rank P of a
+// shard group (sharded_checkpoint.h), instead of model.safetensors and optimizer.safetensors, and
+// its manifest records the mesh; it loads whole, as the others do.
 //
 // Contract: a step-N/ folder is complete or absent. It is written as .step-N.tmp/ (every file
 // fsynced, the manifest last), renamed into place, and the rename flushed; a kill at any moment
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "checkpoint/train_state.h"
 
 namespace titan {
@@ -40,6 +44,12 @@ struct CheckpointContents {
   // Saved by a batch-invariant run: every rank's loader position is the one global position, so
   // any number of ranks may resume it ("data_order global" in the manifest).
   bool global_data_order = false;
+  // FSDP's mesh ("mesh replicate R shard S" in the manifest): the model and optimizer files are
+  // the shard group's, written by its ranks (write_checkpoint_shard). 0: written whole.
+  int64_t shards = 0;
+  int64_t replicas = 1;
+  // On load: the file the optimizer metadata came from, for errors.
+  std::string optimizer_file = "optimizer.safetensors";
 };
 
 struct SaveRecord {
@@ -61,6 +71,19 @@ int64_t step_of_folder_name(const std::string& name);
 // for I/O errors (the temporary folder removed as well).
 SaveRecord save_checkpoint(const std::string& folder, const CheckpointContents& contents,
                            const std::function<bool()>& should_abort = {});
+
+// The same in three parts, for a save whose shard files other ranks write between them:
+// begin_checkpoint_write makes `folder` and the empty checkpoint_temp_folder (stale ones removed);
+// finish_checkpoint_write writes the rest of `contents` there (the model and optimizer files
+// unless contents.shards, whose files are `shard_files`), the manifest listing them all, and
+// renames it into place (it removes the temporary folder when it throws);
+// abandon_checkpoint_write removes the temporary folder. save_checkpoint's contract holds.
+std::string checkpoint_temp_folder(const std::string& folder, int64_t step);
+void begin_checkpoint_write(const std::string& folder, int64_t step);
+SaveRecord finish_checkpoint_write(const std::string& folder, const CheckpointContents& contents,
+                                   const std::vector<CheckpointFile>& shard_files,
+                                   const std::function<bool()>& should_abort = {});
+void abandon_checkpoint_write(const std::string& folder, int64_t step);
 
 // The checkpoints under a folder. A folder counts as step N only when its name is exactly
 // checkpoint_folder_name(N) ("step-N", no leading zeros), it holds a manifest, and the step in its
@@ -84,10 +107,11 @@ std::string resolve_step_folder(const std::string& path, std::vector<std::string
 std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
 
 // Reads <step_folder>, checking the manifest first: every listed file present, with its size and
-// checksum. Throws RuntimeFailure naming the damaged or missing file, with a hint to load
-// another step (checkpoint.load_step). Modifies nothing.
-// `rank` selects the TrainState read into `state` (rank 0: train_state.bin); a rank the
-// checkpoint has no state for leaves `state` default (the caller refuses a world_size change).
+// checksum. A sharded checkpoint's files are assembled into whole tensors (RowAssembler). Throws
+// RuntimeFailure naming the damaged or missing file, with a hint to load another step
+// (checkpoint.load_step). Modifies nothing. `rank` selects the TrainState read into `state` (rank
+// 0: train_state.bin); a rank the checkpoint has no state for leaves `state` default (the caller
+// refuses a world_size change).
 CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0);
 
 }  // namespace titan

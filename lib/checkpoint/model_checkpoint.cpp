@@ -74,11 +74,34 @@ CheckpointContents full_checkpoint(const torch::nn::Module& module,
   c.step = state.step;
   c.state = state;
   c.model = named_parameters(module);
-  auto& meta = c.optimizer_metadata;
+  TORCH_CHECK(s.optimizer.size() == c.model.size(),
+              "the optimizer does not hold the module's parameters");
+  std::vector<size_t> group_sizes;
+  for (const auto& group : optimizer.param_groups()) group_sizes.push_back(group.params().size());
+  std::vector<NamedStep> steps;
+  for (size_t i = 0; i < s.optimizer.size(); ++i) {
+    const auto& state_i = s.optimizer[i];
+    if (!state_i) continue;
+    const std::string& name = c.model[i].name;
+    steps.push_back({name, state_i->step});
+    c.optimizer.push_back({name + ".exp_avg", state_i->exp_avg});
+    c.optimizer.push_back({name + ".exp_avg_sq", state_i->exp_avg_sq});
+    if (state_i->max_exp_avg_sq.defined()) {
+      c.optimizer.push_back({name + ".max_exp_avg_sq", state_i->max_exp_avg_sq});
+    }
+  }
+  c.optimizer_metadata = adamw_metadata(s.groups, group_sizes, steps);
+  return c;
+}
+
+SafetensorsMetadata adamw_metadata(const std::vector<AdamWGroupSnapshot>& groups,
+                                   const std::vector<size_t>& group_sizes,
+                                   const std::vector<NamedStep>& steps) {
+  SafetensorsMetadata meta;
   meta["format"] = "titan-train adamw 1";
-  meta["groups"] = std::to_string(s.groups.size());
-  for (size_t g = 0; g < s.groups.size(); ++g) {
-    const auto& group = s.groups[g];
+  meta["groups"] = std::to_string(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& group = groups[g];
     const std::string prefix = fmt::format("group.{}.", g);
     meta[prefix + "lr"] = exact(group.lr);
     meta[prefix + "beta1"] = exact(group.beta1);
@@ -86,22 +109,10 @@ CheckpointContents full_checkpoint(const torch::nn::Module& module,
     meta[prefix + "eps"] = exact(group.eps);
     meta[prefix + "weight_decay"] = exact(group.weight_decay);
     meta[prefix + "amsgrad"] = group.amsgrad ? "true" : "false";
-    meta[prefix + "params"] = std::to_string(optimizer.param_groups()[g].params().size());
+    meta[prefix + "params"] = std::to_string(group_sizes.at(g));
   }
-  TORCH_CHECK(s.optimizer.size() == c.model.size(),
-              "the optimizer does not hold the module's parameters");
-  for (size_t i = 0; i < s.optimizer.size(); ++i) {
-    const auto& state_i = s.optimizer[i];
-    if (!state_i) continue;
-    const std::string& name = c.model[i].name;
-    meta[name + ".step"] = std::to_string(state_i->step);
-    c.optimizer.push_back({name + ".exp_avg", state_i->exp_avg});
-    c.optimizer.push_back({name + ".exp_avg_sq", state_i->exp_avg_sq});
-    if (state_i->max_exp_avg_sq.defined()) {
-      c.optimizer.push_back({name + ".max_exp_avg_sq", state_i->max_exp_avg_sq});
-    }
-  }
-  return c;
+  for (const auto& s : steps) meta[s.name + ".step"] = std::to_string(s.step);
+  return meta;
 }
 
 at::ScalarType export_scalar_type(ExportDtype dtype) {

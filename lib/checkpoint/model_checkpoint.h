@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/snapshot.h"
 #include "config/enums.h"
 
 namespace titan {
@@ -23,6 +24,16 @@ std::vector<NamedTensor> named_parameters(const torch::nn::Module& module);
 // The config fields are left for the caller.
 CheckpointContents full_checkpoint(const torch::nn::Module& module,
                                    const torch::optim::AdamW& optimizer, const TrainState& state);
+
+// The optimizer file's metadata: its format, each group's hyperparameters and number of
+// parameters (`group_sizes`), and the step of each parameter with state ("<name>.step").
+struct NamedStep {
+  std::string name;
+  int64_t step = 0;
+};
+SafetensorsMetadata adamw_metadata(const std::vector<AdamWGroupSnapshot>& groups,
+                                   const std::vector<size_t>& group_sizes,
+                                   const std::vector<NamedStep>& steps);
 
 // The dtype that checkpoint.export_dtype (and `titan-train export --dtype`) writes parameters in.
 at::ScalarType export_scalar_type(ExportDtype dtype);

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "checkpoint/model_checkpoint.h"
+#include "checkpoint/snapshot.h"
 #include "optim/optimizer.h"
 #include "step/split_checksum.h"
 #include "util/hash.h"
@@ -239,22 +241,41 @@ std::vector<at::Tensor> FullyShardedModel::snapshot_tensors() const {
   return out;
 }
 
-void FullyShardedModel::gather_whole(torch::optim::AdamW& whole, torch::optim::AdamW& sharded) {
-  at::NoGradGuard no_grad;
-  for (auto& unit : units_) {
-    unit->gather();
-    const AdamWParamState* state = state_of(sharded, unit->shard());
-    if (!state) continue;  // before the first step: every rank alike
-    const std::vector<at::Tensor> m = gathered_segments(*unit, state->exp_avg(), "exp_avg");
-    const std::vector<at::Tensor> v = gathered_segments(*unit, state->exp_avg_sq(), "exp_avg_sq");
-    for (size_t i = 0; i < unit->params().size(); ++i) {
-      auto full = std::make_unique<AdamWParamState>();
-      full->step(state->step());
-      full->exp_avg(m[i]);
-      full->exp_avg_sq(v[i]);
-      whole.state()[adamw_state_key(unit->params()[i])] = std::move(full);
+CheckpointShard FullyShardedModel::checkpoint_shard(torch::optim::AdamW& sharded) const {
+  TORCH_CHECK(sharded.param_groups().size() == 1, "FSDP's optimizer has one parameter group");
+  CheckpointShard out;
+  out.position = group_.rank();
+  out.shards = group_.size();
+  const Snapshot s = take_snapshot(shards(), sharded, TrainState(), SnapshotCopy::kShare);
+  std::vector<NamedStep> steps;
+  size_t k = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitLayout& layout = units_[u]->layout();
+    const auto& state = s.optimizer[u];
+    for (size_t i = 0; i < layout.params().size(); ++i, ++k) {
+      const ParamShard& p = layout.params()[i];
+      const int64_t begin = std::min(out.position * p.shard_rows, p.rows);
+      const int64_t rows = p.real_rows(out.position);
+      auto piece = [&](const std::string& name, const at::Tensor& segment) {
+        return RowsPiece{name, layout.shard_view(segment.detach(), i).narrow(0, 0, rows), begin,
+                         p.rows};
+      };
+      out.model.push_back(piece(names_[k], units_[u]->shard()));
+      if (!state) continue;  // before the first step: every rank alike
+      steps.push_back({names_[k], state->step});
+      out.optimizer.push_back(piece(names_[k] + ".exp_avg", state->exp_avg));
+      out.optimizer.push_back(piece(names_[k] + ".exp_avg_sq", state->exp_avg_sq));
+      if (state->max_exp_avg_sq.defined())
+        out.optimizer.push_back(piece(names_[k] + ".max_exp_avg_sq", state->max_exp_avg_sq));
     }
   }
+  out.optimizer_metadata = adamw_metadata(s.groups, {names_.size()}, steps);
+  return out;
+}
+
+void FullyShardedModel::gather_parameters() {
+  at::NoGradGuard no_grad;
+  for (auto& unit : units_) unit->gather();
 }
 
 void FullyShardedModel::release_whole(torch::optim::AdamW& whole) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/sharded_checkpoint.h"
 #include "distributed/process_group.h"
 #include "distributed/sharded_unit.h"
 #include "model/llama.h"
@@ -92,11 +93,13 @@ class FullyShardedModel {
   // the model's buffers.
   std::vector<at::Tensor> snapshot_tensors() const;
 
-  // Checkpoints, which are saved and loaded whole (collective: every rank calls them).
-  // gather_whole: every unit's parameters gathered into the model, and `sharded`'s AdamW moments
-  // (the optimizer of shards()) all-gathered into `whole`'s state, keyed by the model's
-  // parameters as replication keeps them. release_whole frees both again.
-  void gather_whole(torch::optim::AdamW& whole, torch::optim::AdamW& sharded);
+  // Checkpoints (sharded_checkpoint.h). checkpoint_shard: this rank's rows of every parameter
+  // and of their AdamW state in `sharded` (the optimizer of shards(), one parameter group), as
+  // views of the shards (write them before the next step). Not collective.
+  CheckpointShard checkpoint_shard(torch::optim::AdamW& sharded) const;
+  // gather_parameters: every unit's parameters gathered into the model (a model-only save
+  // reads them whole); release_whole frees them again and clears `whole`'s state (collective).
+  void gather_parameters();
   void release_whole(torch::optim::AdamW& whole);
   // After a resume loaded `whole` (the optimizer of the model's parameters): `sharded`'s state
   // becomes this rank's rows of it, and `whole`'s state is cleared.

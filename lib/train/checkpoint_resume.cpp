@@ -172,7 +172,7 @@ void Checkpointer::restore_parts(const CheckpointContents& c, const std::string&
     if (excluded("model")) {
       for (const auto& p : model_->parameters()) kept.push_back(p.detach().clone());
     }
-    restore_full_checkpoint(c, path + "/optimizer.safetensors", *model_, optimizer_);
+    restore_full_checkpoint(c, path + "/" + c.optimizer_file, *model_, optimizer_);
     if (excluded("model")) {
       at::NoGradGuard no_grad;
       auto params = model_->parameters();

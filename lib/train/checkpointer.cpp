@@ -59,18 +59,51 @@ bool Checkpointer::due(int64_t step) const {
 }
 
 void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& console) {
-  if (!gather_whole_) {
+  const bool model_only = final_save && config_.checkpoint.last_save_model_only;
+  if (sharded_.shard && !model_only) {
+    save_sharded(state, console);
+    return;
+  }
+  if (!sharded_.gather) {
     save_whole(state, final_save, console);
     return;
   }
-  gather_whole_();
+  sharded_.gather();
   try {
     save_whole(state, final_save, console);
   } catch (...) {
-    release_whole_();
+    sharded_.release();
     throw;
   }
-  release_whole_();
+  sharded_.release();
+}
+
+std::function<bool()> Checkpointer::abort_on_second_signal() {
+  const int before = stop_signal_count();
+  return [before] {
+    const int now = stop_signal_count();
+    return now >= 2 && now > before;
+  };
+}
+
+StoppedBySignal Checkpointer::aborted_save(int64_t step, const std::string& where) const {
+  const int signal = pending_stop_signal() != 0 ? pending_stop_signal() : SIGTERM;
+  const auto steps = list_checkpoints(folder_).steps;
+  return StoppedBySignal(
+      signal, fmt::format("a second {} aborted the save of step-{}{}; the complete checkpoints "
+                          "are untouched (latest: {})",
+                          stop_signal_name(signal), step, where,
+                          steps.empty() ? "none" : checkpoint_folder_name(steps.back())));
+}
+
+void Checkpointer::report_saved(const SaveRecord& record, const std::string& kind,
+                                std::ostream& console) {
+  const auto removed = prune_checkpoints(folder_, config_.checkpoint.keep_latest_k);
+  console << fmt::format("[titan] checkpoint: saved {} ({}, {:.1f} MiB) in {:.2f} s{}\n",
+                         record.path, kind, static_cast<double>(record.bytes) / (1 << 20),
+                         record.seconds,
+                         removed.empty() ? "" : "; removed steps " + steps_list(removed));
+  console.flush();
 }
 
 void Checkpointer::save_whole(const TrainState& state, bool final_save, std::ostream& console) {
@@ -79,8 +112,8 @@ void Checkpointer::save_whole(const TrainState& state, bool final_save, std::ost
   const int64_t step = state.step;
   std::vector<TrainState> other_rank_states;
   if (group_.size() > 1 && !model_only) {
-    // Parameters and optimizer state are whole on every rank (replicated, or gathered from FSDP's
-    // shards): rank 0 saves them with every rank's state.
+    // Parameters and optimizer state are whole on every rank (replicated): rank 0 saves them
+    // with every rank's state.
     const auto states =
         group_.gather(fmt::format("train_state/{}", ++exchanges_), encode_train_state(state));
     for (size_t r = 1; r < states.size(); ++r) {
@@ -119,23 +152,12 @@ void Checkpointer::save_whole(const TrainState& state, bool final_save, std::ost
   contents.config_toml = to_toml(config_);
   SaveRecord record;
   try {
-    record = save_checkpoint(folder_, contents, [] { return stop_signal_count() >= 2; });
+    record = save_checkpoint(folder_, contents, abort_on_second_signal());
   } catch (const WriteAborted&) {
-    const auto steps = list_checkpoints(folder_).steps;
-    throw StoppedBySignal(
-        pending_stop_signal(),
-        fmt::format("a second {} aborted the save of step-{}; the complete checkpoints are "
-                    "untouched (latest: {})",
-                    stop_signal_name(pending_stop_signal()), step,
-                    steps.empty() ? "none" : checkpoint_folder_name(steps.back())));
+    throw aborted_save(step, "");
   }
   last_saved_step_ = step;
-  const auto removed = prune_checkpoints(folder_, c.keep_latest_k);
-  console << fmt::format("[titan] checkpoint: saved {} ({}, {:.1f} MiB) in {:.2f} s{}\n",
-                         record.path, model_only ? "model only" : "full",
-                         static_cast<double>(record.bytes) / (1 << 20), record.seconds,
-                         removed.empty() ? "" : "; removed steps " + steps_list(removed));
-  console.flush();
+  report_saved(record, model_only ? "model only" : "full", console);
 }
 
 SaveRecord Checkpointer::save_hf(int64_t step) {
@@ -150,7 +172,7 @@ SaveRecord Checkpointer::save_hf(int64_t step) {
   HfWriteRecord written;
   try {
     written = write_hf_checkpoint(path, named_parameters(*model_), model_->args(), options,
-                                  [] { return stop_signal_count() >= 2; });
+                                  abort_on_second_signal());
   } catch (const WriteAborted&) {
     throw StoppedBySignal(pending_stop_signal(),
                           fmt::format("a second {} aborted the Hugging Face save of step-{}",

@@ -19,6 +19,8 @@
 #include "data/step_batches.h"
 #include "distributed/process_group.h"
 #include "model/llama.h"
+#include "util/error.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 
@@ -48,12 +50,18 @@ class Checkpointer {
   // config ConfigError. Writes nothing. (checkpoint_resume.cpp)
   StartPoint resume_or_initialize();
 
-  // FSDP: `gather` makes the model and optimizer whole before a save and `release` shards them
-  // again after (both collective); unset, they are whole already.
-  void set_whole_model(std::function<void()> gather, std::function<void()> release) {
-    gather_whole_ = std::move(gather);
-    release_whole_ = std::move(release);
-  }
+  // FSDP (sharded_checkpoint.h). A full save writes each rank's rows (`shard` gives them) as
+  // shard files from the ranks where `writes` (one replica's under HSDP), the mesh (`replicas` x
+  // `shards`) in the manifest; `gather` makes the model whole for a model-only save and
+  // `release` shards it again (both collective).
+  struct ShardedSaves {
+    std::function<CheckpointShard()> shard;
+    bool writes = false;
+    int64_t shards = 0;
+    int64_t replicas = 1;
+    std::function<void()> gather, release;
+  };
+  void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
 
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
@@ -65,7 +73,8 @@ class Checkpointer {
 
   // Saves `state`'s step: a full checkpoint, or (the final save with last_save_model_only) the
   // model alone in export_dtype. With several ranks every rank calls it (rank 0 writes, with
-  // each rank's TrainState). A second stop signal during the write aborts it: StoppedBySignal.
+  // each rank's TrainState; under FSDP each shard's rank its shard). A second stop signal that
+  // arrives during the write aborts it: StoppedBySignal.
   void save(const TrainState& state, bool final_save, std::ostream& console);
 
   // After SIGTERM or SIGINT reached any rank (the ranks agree, so they stop at the same step):
@@ -76,6 +85,22 @@ class Checkpointer {
 
  private:
   void save_whole(const TrainState& state, bool final_save, std::ostream& console);
+  // A full save under FSDP: every shard writer its files, rank 0 the rest and the manifest
+  // (collective; a failure or abort on any rank abandons it on all). checkpoint_save_sharded.cpp
+  void save_sharded(const TrainState& state, std::ostream& console);
+  // Rank 0's part of save_sharded once the writers reported: "" when saved, else why not.
+  std::string finish_sharded_save(const TrainState& state, const std::vector<std::string>& states,
+                                  const std::vector<std::string>& outcomes,
+                                  SteadyClock::time_point start,
+                                  const std::function<bool()>& should_abort, std::ostream& console);
+  // A save's abort check: true once a stop signal arrived after this call and at least two
+  // arrived in all (the first asked for the save; a launcher such as `timeout` may deliver one
+  // signal twice, before the save starts).
+  static std::function<bool()> abort_on_second_signal();
+  // The StoppedBySignal for a save of step `step` aborted by a second stop signal on `where`.
+  StoppedBySignal aborted_save(int64_t step, const std::string& where) const;
+  // Saved: keeps the checkpoint.keep_latest_k latest (rank 0) and says so on the console.
+  void report_saved(const SaveRecord& record, const std::string& kind, std::ostream& console);
   void resume_from(const std::string& path, StartPoint& start);
   // Restores a full checkpoint's model, optimizer and train state, each unless excluded.
   void restore_parts(const CheckpointContents& c, const std::string& path, StartPoint& start);
@@ -101,7 +126,7 @@ class Checkpointer {
   std::string folder_;            // <dump_folder>/<checkpoint.folder>
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
-  std::function<void()> gather_whole_, release_whole_;
+  ShardedSaves sharded_;
 };
 
 }  // namespace titan

@@ -98,8 +98,14 @@ RunParts::RunParts(const RunContext& run_context)
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
     sharded->take_optimizer_state(*optimizer, *shard_optimizer);  // a resume's moments
     stepped = shard_optimizer.get();
-    checkpointer->set_whole_model([this] { sharded->gather_whole(*optimizer, *shard_optimizer); },
-                                  [this] { sharded->release_whole(*optimizer); });
+    Checkpointer::ShardedSaves saves;
+    saves.shard = [this] { return sharded->checkpoint_shard(*shard_optimizer); };
+    saves.writes = !mesh.replica || mesh.replica->rank() == 0;  // one replica writes the shards
+    saves.shards = data_parallel.shard;
+    saves.replicas = data_parallel.hsdp() ? data_parallel.replicate : 1;
+    saves.gather = [this] { sharded->gather_parameters(); };
+    saves.release = [this] { sharded->release_whole(*optimizer); };
+    checkpointer->set_sharded(std::move(saves));
     return_free_heap_to_kernel();  // the whole model each rank built is freed
     if (tracer) {
       tracer->set_gradient_source([this](const NumericsTracer::GradientVisitor& visit) {

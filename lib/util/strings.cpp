@@ -1,7 +1,9 @@
 #include "util/strings.h"
 
 #include <algorithm>
+#include <charconv>
 #include <sstream>
+#include <system_error>
 
 namespace titan {
 
@@ -81,6 +83,14 @@ std::vector<std::string> split_list(const std::string& text, char sep) {
     if (end == std::string::npos) return items;
     begin = end + 1;
   }
+}
+
+bool parse_u64(const std::string& text, uint64_t& value) {
+  const bool hex = starts_with(text, "0x");
+  const char* begin = text.data() + (hex ? 2 : 0);
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(begin, end, value, hex ? 16 : 10);
+  return begin != end && error == std::errc() && stop == end;
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {

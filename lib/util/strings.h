@@ -27,6 +27,10 @@ std::vector<std::string> split_words(const std::string& line);
 // "2"); "" gives no items, "1,,2" an empty middle one.
 std::vector<std::string> split_list(const std::string& text, char sep);
 
+// Parses a decimal number, or a hexadecimal one written "0x...": false unless `text` is entirely
+// that (no sign, no spaces) and it fits.
+bool parse_u64(const std::string& text, uint64_t& value);
+
 bool starts_with(const std::string& s, const std::string& prefix);
 bool ends_with(const std::string& s, const std::string& suffix);
 

@@ -1,0 +1,98 @@
+// The files of a sharded checkpoint (FSDP): each rank of one shard group writes its rows of every
+// parameter and of their AdamW state, so that no rank ever holds the whole model to save it.
+//
+//   model.shard<P>.safetensors      rank P's real rows (padding left out) of each parameter
+//   optimizer.shard<P>.safetensors  the same rows of "<name>.exp_avg", "<name>.exp_avg_sq" (and
+//                                   amsgrad's "<name>.max_exp_avg_sq"), with the optimizer
+//                                   metadata a whole checkpoint's optimizer.safetensors has
+//
+// Each tensor's place is in its file's metadata, "rows.<tensor>" = "<first row> <total rows>",
+// so that reading does not depend on how the rows were split: a checkpoint saved at one shard
+// degree loads at any other, on replication and on one process. The manifest lists every file
+// with its checksum and records the mesh ("mesh replicate R shard S", checkpoint_io.h).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+
+namespace titan {
+
+// A file of a checkpoint folder as the manifest lists it.
+struct CheckpointFile {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t checksum = 0;  // hash_bytes of the contents
+};
+
+// One rank's rows [begin, begin + rows.size(0)) of a tensor of `total` rows.
+struct RowsPiece {
+  std::string name;
+  at::Tensor rows;  // (rows, ...) on the CPU or any device; copied to write
+  int64_t begin = 0;
+  int64_t total = 0;
+};
+
+// What one rank of a shard group saves.
+struct CheckpointShard {
+  int64_t position = 0;  // the rank in the shard group: the file names' P
+  int64_t shards = 1;    // the shard group's size
+  std::vector<RowsPiece> model;
+  std::vector<RowsPiece> optimizer;        // empty before the first step
+  SafetensorsMetadata optimizer_metadata;  // as full_checkpoint's (format, groups, steps)
+};
+
+// "model.shard3.safetensors" for part "model" and position 3.
+std::string shard_file_name(const std::string& part, int64_t position);
+
+// Writes `shard`'s two files into `folder` (a checkpoint's temporary folder), pieces without rows
+// left out. `should_abort` as HashedFileWriter's. Returns the files written, for the manifest.
+// Throws RuntimeFailure (I/O) or WriteAborted; a file left unfinished is removed.
+std::vector<CheckpointFile> write_checkpoint_shard(const std::string& folder,
+                                                   const CheckpointShard& shard,
+                                                   const std::function<bool()>& should_abort);
+
+// Builds whole tensors from the shard files of one part, one file at a time.
+class RowAssembler {
+ public:
+  // `budget_bytes`: the most the whole tensors may take together (the shard files' sizes:
+  // an altered "rows" entry cannot make the loader allocate more than the files hold).
+  explicit RowAssembler(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+
+  // Copies each of `part`'s tensors into its rows of the whole tensor. Throws RuntimeFailure
+  // naming `source` for a tensor without its "rows" entry, rows outside the tensor or given
+  // twice, or a dtype or row shape that differs from another file's.
+  void add(const SafetensorsContents& part, const std::string& source);
+
+  // The whole tensors, in the order first added. Throws RuntimeFailure naming `what` and the
+  // first tensor some of whose rows no file held.
+  std::vector<NamedTensor> finish(const std::string& what);
+
+ private:
+  struct Whole {
+    at::Tensor tensor;
+    std::map<int64_t, int64_t> pieces;  // begin -> end of the rows filled
+  };
+  uint64_t budget_bytes_;
+  uint64_t allocated_bytes_ = 0;
+  std::vector<std::string> order_;
+  std::map<std::string, Whole> wholes_;
+};
+
+// A rank's outcome of its part of a save, to send to rank 0: the files it wrote, or why not.
+struct ShardWriteOutcome {
+  enum class Status { kWritten, kAborted, kFailed } status = Status::kWritten;
+  std::string message;  // kFailed: the error
+  std::vector<CheckpointFile> files;
+};
+std::string encode_shard_outcome(const ShardWriteOutcome& outcome);
+// Throws RuntimeFailure naming `source` for text encode_shard_outcome did not write.
+ShardWriteOutcome decode_shard_outcome(const std::string& text, const std::string& source);
+
+}  // namespace titan
