@@ -100,6 +100,18 @@ TEST_CASE(
   CHECK(loaded.optimizer_metadata ==
         SafetensorsMetadata{{"format", "titan-train adamw 1"}, {"a.weight.step", "3"}});
 
+  // An FSDP rank of another degree keeps its rows of the moments only (rank 2 of 3: rows 4..5 of
+  // 5, 6..7 of 7, none of 4), the model whole.
+  const CheckpointContents rows = load_checkpoint(folder, 0, RowShare{2, 3});
+  REQUIRE(rows.optimizer.size() == moments.size());
+  for (size_t i = 0; i < moments.size(); ++i) {
+    INFO(moments[i].name);
+    const RowsPiece expected = rows_of(moments[i].name, moments[i].tensor, 2, 3);
+    CHECK(at::equal(rows.optimizer[i].tensor, expected.rows));
+  }
+  CHECK(rows.optimizer[4].tensor.size(0) == 0);
+  CHECK(at::equal(rows.model[0].tensor, model[0].tensor));
+
   // A manifest that lists one shard file less is damaged, named by the missing file.
   std::string manifest = test::read_text(folder + "/manifest.txt");
   const auto line = manifest.find("file model.shard3.safetensors");
@@ -211,6 +223,16 @@ TEST_CASE(
   // The final, model-only save is whole: the same bytes as replication's.
   CHECK(test::read_text(dir + "/fsdp/checkpoint/step-3/model.safetensors") ==
         test::read_text(dir + "/replicated/checkpoint/step-3/model.safetensors"));
+
+  // FSDP resumes from replication's whole checkpoint, each rank keeping its rows of the moments:
+  // step 3 is the step the runs that went on took.
+  fs::create_directories(dir + "/from_whole/checkpoint");
+  fs::copy(dir + "/replicated/checkpoint/step-2", dir + "/from_whole/checkpoint/step-2");
+  const std::string resumed = train_ranks(dir, "from_whole", 2, args, 3);
+  CHECK_THAT(resumed, Catch::Contains("resumed from " + dir + "/from_whole/checkpoint/step-2"));
+  const std::string step3 = test::step_lines(dir + "/fsdp/fingerprint.log");
+  CHECK(test::step_lines(dir + "/from_whole/fingerprint.log") ==
+        step3.substr(step3.find("\nstep 3 ") + 1));
 
   // A flipped byte in one rank's optimizer shard: a resume from it exits 1, naming the file.
   fs::remove_all(dir + "/fsdp/checkpoint/step-3");

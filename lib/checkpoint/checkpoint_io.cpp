@@ -386,7 +386,8 @@ uint64_t shard_bytes(const Manifest& m, const std::string& part) {
 
 }  // namespace
 
-CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank) {
+CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
+                                   RowShare optimizer_rows) {
   const Manifest m = read_manifest(step_folder);
   CheckpointContents c;
   c.step = m.summary.step;
@@ -396,6 +397,7 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
   c.global_data_order = m.summary.global_data_order;
   c.shards = m.summary.shards;
   c.replicas = m.summary.replicas;
+  c.optimizer_rows = optimizer_rows;
   const bool has_rank_state = !c.model_only && rank < c.world_size;
   const std::string state_name = rank_file_name("train_state.bin", rank);
   for (const auto& name : required_files(c, has_rank_state, state_name)) {
@@ -407,7 +409,8 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
     }
   }
   // Shard files add their rows to whole tensors (the budget: what the files hold).
-  RowAssembler model_rows(shard_bytes(m, "model")), optimizer_rows(shard_bytes(m, "optimizer"));
+  RowAssembler model_shards(shard_bytes(m, "model"));
+  RowAssembler optimizer_shards(shard_bytes(m, "optimizer"), optimizer_rows);
   const std::string metadata_shard = shard_file_name("optimizer", 0);
   // One file's bytes at a time: each is verified, parsed and released before the next is read.
   for (const auto& f : m.files) {
@@ -419,11 +422,18 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
       auto optimizer = parse_safetensors(std::move(bytes), path);
       c.optimizer = std::move(optimizer.tensors);
       c.optimizer_metadata = std::move(optimizer.metadata);
+      if (optimizer_rows.shards > 0) {
+        for (auto& t : c.optimizer) {
+          if (t.tensor.dim() == 0) continue;  // refused by the restore, which names it
+          const RowRange kept = optimizer_rows.rows_of(t.tensor.size(0));
+          t.tensor = t.tensor.narrow(0, kept.begin, kept.end - kept.begin).clone();
+        }
+      }
     } else if (is_shard_file(f.name, "model", c.shards)) {
-      model_rows.add(parse_safetensors(std::move(bytes), path), path);
+      model_shards.add(parse_safetensors(std::move(bytes), path), path);
     } else if (is_shard_file(f.name, "optimizer", c.shards) && !c.model_only) {
       const auto part = parse_safetensors(std::move(bytes), path);
-      optimizer_rows.add(part, path);
+      optimizer_shards.add(part, path);
       if (f.name == metadata_shard) {
         for (const auto& [key, value] : part.metadata) {
           if (!starts_with(key, "rows.")) c.optimizer_metadata[key] = value;
@@ -436,9 +446,9 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank)
     }
   }
   if (c.shards > 0) {
-    c.model = model_rows.finish(step_folder + "/model.shard*.safetensors");
+    c.model = model_shards.finish(step_folder + "/model.shard*.safetensors");
     if (!c.model_only) {
-      c.optimizer = optimizer_rows.finish(step_folder + "/optimizer.shard*.safetensors");
+      c.optimizer = optimizer_shards.finish(step_folder + "/optimizer.shard*.safetensors");
       c.optimizer_file = metadata_shard;
     }
   }

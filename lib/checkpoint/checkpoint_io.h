@@ -48,8 +48,10 @@ struct CheckpointContents {
   // the shard group's, written by its ranks (write_checkpoint_shard). 0: written whole.
   int64_t shards = 0;
   int64_t replicas = 1;
-  // On load: the file the optimizer metadata came from, for errors.
+  // On load: the file the optimizer metadata came from, for errors, and which rows of each
+  // optimizer tensor were kept (all unless load_checkpoint was given a RowShare).
   std::string optimizer_file = "optimizer.safetensors";
+  RowShare optimizer_rows;
 };
 
 struct SaveRecord {
@@ -111,7 +113,9 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
 // RuntimeFailure naming the damaged or missing file, with a hint to load another step
 // (checkpoint.load_step). Modifies nothing. `rank` selects the TrainState read into `state` (rank
 // 0: train_state.bin); a rank the checkpoint has no state for leaves `state` default (the caller
-// refuses a world_size change).
-CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0);
+// refuses a world_size change). `optimizer_rows`: the rows of each optimizer tensor kept (an
+// FSDP rank's: the whole moments are never built); the default keeps them all.
+CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0,
+                                   RowShare optimizer_rows = {});
 
 }  // namespace titan

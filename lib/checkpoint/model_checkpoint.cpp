@@ -177,22 +177,23 @@ void load_parameters(torch::nn::Module& module, const std::vector<NamedTensor>& 
   for (auto& item : module.named_parameters()) item.value().copy_(by_name.at(item.key()));
 }
 
-void restore_full_checkpoint(const CheckpointContents& c, const std::string& source,
-                             torch::nn::Module& module, torch::optim::AdamW& optimizer) {
+std::vector<std::optional<AdamWParamSnapshot>> adamw_param_states(
+    const CheckpointContents& c, const std::vector<NamedSizes>& params, const std::string& source) {
   MetadataReader meta(c.optimizer_metadata, source);
   if (meta.text("format") != "titan-train adamw 1") meta.fail("not a titan-train AdamW state");
-  Snapshot s = take_snapshot(module, optimizer, c.state, SnapshotCopy::kShare);
-  const auto params = named_parameters(module);
-  std::map<std::string, at::Tensor> model, state;
-  for (const auto& t : c.model) model[t.name] = t.tensor;
+  std::map<std::string, at::Tensor> state;
   for (const auto& t : c.optimizer) state[t.name] = t.tensor;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& p = params[i];
-    s.module_tensors[i] = model.at(p.name).to(p.tensor.options());
+  std::vector<std::optional<AdamWParamSnapshot>> out;
+  for (const auto& p : params) {
     const std::string step_key = p.name + ".step";
     if (!c.optimizer_metadata.count(step_key)) {
-      s.optimizer[i].reset();
+      out.emplace_back();
       continue;
+    }
+    std::vector<int64_t> sizes = p.sizes;
+    if (!sizes.empty()) {
+      const RowRange kept = c.optimizer_rows.rows_of(sizes[0]);
+      sizes[0] = kept.end - kept.begin;
     }
     AdamWParamSnapshot ps;
     ps.step = meta.integer(step_key);
@@ -204,13 +205,37 @@ void restore_full_checkpoint(const CheckpointContents& c, const std::string& sou
         if (f < 2) meta.fail(fmt::format("tensor \"{}\" is missing", key));
         continue;
       }
-      if (it->second.sizes() != p.tensor.sizes()) {
+      if (it->second.sizes() != at::IntArrayRef(sizes)) {
         meta.fail(fmt::format("tensor \"{}\" has shape {}, its parameter {}", key,
-                              shape_text(it->second.sizes()), shape_text(p.tensor.sizes())));
+                              shape_text(it->second.sizes()), shape_text(sizes)));
       }
-      *targets[f] = it->second.to(p.tensor.options());
+      *targets[f] = it->second;
     }
-    s.optimizer[i] = ps;
+    out.push_back(std::move(ps));
+  }
+  return out;
+}
+
+void restore_full_checkpoint(const CheckpointContents& c, const std::string& source,
+                             torch::nn::Module& module, torch::optim::AdamW& optimizer) {
+  MetadataReader meta(c.optimizer_metadata, source);
+  Snapshot s = take_snapshot(module, optimizer, c.state, SnapshotCopy::kShare);
+  const auto params = named_parameters(module);
+  std::vector<NamedSizes> shapes;
+  for (const auto& p : params) shapes.push_back({p.name, p.tensor.sizes().vec()});
+  auto states = adamw_param_states(c, shapes, source);
+  std::map<std::string, at::Tensor> model;
+  for (const auto& t : c.model) model[t.name] = t.tensor;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    s.module_tensors[i] = model.at(p.name).to(p.tensor.options());
+    if (states[i]) {
+      for (at::Tensor* t : {&states[i]->exp_avg, &states[i]->exp_avg_sq,
+                            &states[i]->max_exp_avg_sq}) {
+        if (t->defined()) *t = t->to(p.tensor.options());
+      }
+    }
+    s.optimizer[i] = std::move(states[i]);
   }
   if (meta.integer("groups") != static_cast<int64_t>(s.groups.size())) {
     meta.fail(fmt::format("{} parameter groups, this optimizer has {}", meta.integer("groups"),

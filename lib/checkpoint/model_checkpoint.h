@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,17 @@ void check_parameters_match(const torch::nn::Module& module,
 // Copies `tensors` into the module's parameters (converted to their dtype and device).
 // Requires: check_parameters_match passed.
 void load_parameters(torch::nn::Module& module, const std::vector<NamedTensor>& tensors);
+
+// AdamW's per-parameter state in a full checkpoint's optimizer tensors (c.optimizer, with the
+// rows c.optimizer_rows kept), for `params` (names and whole shapes) in order: none for a
+// parameter the checkpoint has no step for. Throws RuntimeFailure naming `source` when the
+// metadata is not titan-train's AdamW, or a tensor is missing or has another shape.
+struct NamedSizes {
+  std::string name;
+  std::vector<int64_t> sizes;
+};
+std::vector<std::optional<AdamWParamSnapshot>> adamw_param_states(
+    const CheckpointContents& c, const std::vector<NamedSizes>& params, const std::string& source);
 
 // Restores a full checkpoint's parameters, optimizer state and hyperparameters, and nothing else
 // (the TrainState is the caller's). Requires: check_parameters_match passed on c.model, and the

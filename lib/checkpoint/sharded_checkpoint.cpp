@@ -73,6 +73,10 @@ std::vector<CheckpointFile> write_checkpoint_shard(const std::string& folder,
   return files;
 }
 
+RowRange RowShare::rows_of(int64_t total) const {
+  return shards > 0 ? fsdp_rows(total, position, shards) : RowRange{0, total};
+}
+
 void RowAssembler::add(const SafetensorsContents& part, const std::string& source) {
   for (const auto& t : part.tensors) {
     const RowsEntry rows = rows_entry(part.metadata, t, source);
@@ -82,23 +86,25 @@ void RowAssembler::add(const SafetensorsContents& part, const std::string& sourc
     };
     auto it = wholes_.find(t.name);
     if (it == wholes_.end()) {
+      const RowRange kept = keep_.rows_of(rows.total);
       std::vector<int64_t> sizes = t.tensor.sizes().vec();
-      sizes[0] = rows.total;
+      sizes[0] = kept.end - kept.begin;
       const uint64_t row_bytes =
           static_cast<uint64_t>(t.tensor.numel() / std::max<int64_t>(t.tensor.size(0), 1)) *
           t.tensor.element_size();
       const uint64_t left = budget_bytes_ - allocated_bytes_;
-      if (row_bytes != 0 && static_cast<uint64_t>(rows.total) > left / row_bytes) {
+      if (row_bytes != 0 && static_cast<uint64_t>(sizes[0]) > left / row_bytes) {
         fail(fmt::format("{} rows are more than the shard files hold", rows.total));
       }
-      allocated_bytes_ += row_bytes * static_cast<uint64_t>(rows.total);
-      it = wholes_.emplace(t.name, Whole{at::zeros(sizes, t.tensor.options()), {}}).first;
+      allocated_bytes_ += row_bytes * static_cast<uint64_t>(sizes[0]);
+      it = wholes_.emplace(t.name, Whole{at::zeros(sizes, t.tensor.options()), rows.total, kept, {}})
+               .first;
       order_.push_back(t.name);
     }
     Whole& whole = it->second;
     if (whole.tensor.scalar_type() != t.tensor.scalar_type() ||
         !whole.tensor.sizes().slice(1).equals(t.tensor.sizes().slice(1)) ||
-        whole.tensor.size(0) != rows.total) {
+        whole.total != rows.total) {
       fail("its dtype or shape differs from the other shard files'");
     }
     const int64_t end = rows.begin + t.tensor.size(0);
@@ -110,7 +116,12 @@ void RowAssembler::add(const SafetensorsContents& part, const std::string& sourc
       fail(fmt::format("rows {}..{} are given by another shard file too", rows.begin, end));
     }
     whole.pieces[rows.begin] = end;
-    whole.tensor.narrow(0, rows.begin, t.tensor.size(0)).copy_(t.tensor);
+    const int64_t from = std::max(rows.begin, whole.kept.begin);
+    const int64_t to = std::min(end, whole.kept.end);
+    if (to > from) {
+      whole.tensor.narrow(0, from - whole.kept.begin, to - from)
+          .copy_(t.tensor.narrow(0, from - rows.begin, to - from));
+    }
   }
 }
 
@@ -118,14 +129,14 @@ std::vector<NamedTensor> RowAssembler::finish(const std::string& what) {
   std::vector<NamedTensor> out;
   for (const auto& name : order_) {
     Whole& whole = wholes_.at(name);
-    int64_t filled = 0;
+    int64_t filled = whole.kept.begin;
     for (const auto& [begin, end] : whole.pieces) {
-      if (begin != filled) break;
-      filled = end;
+      if (begin > filled || filled >= whole.kept.end) break;
+      filled = std::max(filled, end);
     }
-    if (filled != whole.tensor.size(0)) {
+    if (filled < whole.kept.end) {
       throw RuntimeFailure(fmt::format("{}: tensor \"{}\": no shard file holds its row {} (of {})",
-                                       what, name, filled, whole.tensor.size(0)),
+                                       what, name, filled, whole.total),
                            kDamagedHint);
     }
     out.push_back({name, std::move(whole.tensor)});

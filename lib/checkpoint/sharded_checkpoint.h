@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "distributed/shard_layout.h"
 
 namespace titan {
 
@@ -58,28 +59,41 @@ std::vector<CheckpointFile> write_checkpoint_shard(const std::string& folder,
                                                    const CheckpointShard& shard,
                                                    const std::function<bool()>& should_abort);
 
-// Builds whole tensors from the shard files of one part, one file at a time.
+// Which rows of each tensor a load keeps: all (shards 0), or rank `position`'s of `shards` as
+// FSDP splits them (fsdp_rows), for an FSDP run that loads only the optimizer state it steps.
+struct RowShare {
+  int64_t position = 0;
+  int64_t shards = 0;
+  RowRange rows_of(int64_t total) const;
+};
+
+// Builds whole tensors (or the rows `keep` chooses of them) from the shard files of one part,
+// one file at a time.
 class RowAssembler {
  public:
-  // `budget_bytes`: the most the whole tensors may take together (the shard files' sizes:
-  // an altered "rows" entry cannot make the loader allocate more than the files hold).
-  explicit RowAssembler(uint64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+  // `budget_bytes`: the most the tensors built may take together (the shard files' sizes: an
+  // altered "rows" entry cannot make the loader allocate more than the files hold).
+  explicit RowAssembler(uint64_t budget_bytes, RowShare keep = {})
+      : budget_bytes_(budget_bytes), keep_(keep) {}
 
   // Copies each of `part`'s tensors into its rows of the whole tensor. Throws RuntimeFailure
   // naming `source` for a tensor without its "rows" entry, rows outside the tensor or given
   // twice, or a dtype or row shape that differs from another file's.
   void add(const SafetensorsContents& part, const std::string& source);
 
-  // The whole tensors, in the order first added. Throws RuntimeFailure naming `what` and the
-  // first tensor some of whose rows no file held.
+  // The tensors (their kept rows), in the order first added. Throws RuntimeFailure naming
+  // `what` and the first tensor some of whose kept rows no file held.
   std::vector<NamedTensor> finish(const std::string& what);
 
  private:
   struct Whole {
-    at::Tensor tensor;
-    std::map<int64_t, int64_t> pieces;  // begin -> end of the rows filled
+    at::Tensor tensor;                  // the kept rows
+    int64_t total = 0;                  // the whole tensor's rows
+    RowRange kept;                      // which
+    std::map<int64_t, int64_t> pieces;  // begin -> end of the rows the files gave
   };
   uint64_t budget_bytes_;
+  RowShare keep_;
   uint64_t allocated_bytes_ = 0;
   std::vector<std::string> order_;
   std::map<std::string, Whole> wholes_;

@@ -8,6 +8,12 @@
 
 namespace titan {
 
+RowRange fsdp_rows(int64_t rows, int64_t rank, int64_t ranks) {
+  const int64_t per_rank = (rows + ranks - 1) / ranks;
+  const int64_t begin = std::min(rank * per_rank, rows);
+  return {begin, std::min(begin + per_rank, rows)};
+}
+
 int64_t ParamShard::real_rows(int64_t rank) const {
   return std::clamp<int64_t>(rows - rank * shard_rows, 0, shard_rows);
 }

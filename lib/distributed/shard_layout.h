@@ -17,6 +17,13 @@
 
 namespace titan {
 
+// Rank `rank`'s real rows [begin, end) of a parameter of `rows` rows split over `ranks`:
+// ceil(rows / ranks) rows a rank, the last ranks' cut short or empty (begin == end == rows).
+struct RowRange {
+  int64_t begin = 0, end = 0;
+};
+RowRange fsdp_rows(int64_t rows, int64_t rank, int64_t ranks);
+
 // One parameter's place in the unit's segments.
 struct ParamShard {
   std::vector<int64_t> sizes;  // the full parameter's

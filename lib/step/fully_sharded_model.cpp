@@ -19,13 +19,6 @@ namespace {
 
 using torch::optim::AdamWParamState;
 
-// `optimizer`'s state of `p`; null before its first step.
-AdamWParamState* state_of(torch::optim::AdamW& optimizer, const at::Tensor& p) {
-  auto& states = optimizer.state();
-  const auto found = states.find(adamw_state_key(p));
-  return found == states.end() ? nullptr : static_cast<AdamWParamState*>(found->second.get());
-}
-
 }  // namespace
 
 ReshardAfterForward reshard_after_forward_of(const std::string& key_value) {
@@ -254,8 +247,8 @@ CheckpointShard FullyShardedModel::checkpoint_shard(torch::optim::AdamW& sharded
     const auto& state = s.optimizer[u];
     for (size_t i = 0; i < layout.params().size(); ++i, ++k) {
       const ParamShard& p = layout.params()[i];
-      const int64_t begin = std::min(out.position * p.shard_rows, p.rows);
-      const int64_t rows = p.real_rows(out.position);
+      const RowRange range = fsdp_rows(p.rows, out.position, out.shards);
+      const int64_t begin = range.begin, rows = range.end - range.begin;
       auto piece = [&](const std::string& name, const at::Tensor& segment) {
         return RowsPiece{name, layout.shard_view(segment.detach(), i).narrow(0, 0, rows), begin,
                          p.rows};
@@ -283,27 +276,33 @@ void FullyShardedModel::release_whole(torch::optim::AdamW& whole) {
   whole.state().clear();
 }
 
-void FullyShardedModel::take_optimizer_state(torch::optim::AdamW& whole,
-                                             torch::optim::AdamW& sharded) {
+void FullyShardedModel::take_optimizer_rows(
+    const std::vector<std::optional<AdamWParamSnapshot>>& rows, torch::optim::AdamW& sharded) {
+  if (rows.empty()) return;
+  TORCH_CHECK(rows.size() == names_.size(), "one AdamW state per parameter");
   at::NoGradGuard no_grad;
+  size_t k = 0;
   for (auto& unit : units_) {
-    std::vector<at::Tensor> m, v;
-    int64_t step = 0;
-    for (const auto& p : unit->params()) {
-      const AdamWParamState* state = state_of(whole, p);
-      if (!state) break;
-      step = state->step();
-      m.push_back(state->exp_avg());
-      v.push_back(state->exp_avg_sq());
+    const UnitLayout& layout = unit->layout();
+    const size_t n = layout.params().size();
+    const bool all = std::all_of(rows.begin() + k, rows.begin() + k + n,
+                                 [](const auto& r) { return r.has_value(); });
+    if (all) {  // else saved before the first step
+      auto state = std::make_unique<AdamWParamState>();
+      at::Tensor m = at::zeros({layout.segment_numel()}, unit->shard().options());
+      at::Tensor v = at::zeros({layout.segment_numel()}, unit->shard().options());
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t real = layout.params()[i].real_rows(group_.rank());
+        layout.shard_view(m, i).narrow(0, 0, real).copy_(rows[k + i]->exp_avg);
+        layout.shard_view(v, i).narrow(0, 0, real).copy_(rows[k + i]->exp_avg_sq);
+        state->step(rows[k + i]->step);
+      }
+      state->exp_avg(m);
+      state->exp_avg_sq(v);
+      sharded.state()[adamw_state_key(unit->shard())] = std::move(state);
     }
-    if (m.size() != unit->params().size()) continue;  // saved before the first step
-    auto shard_state = std::make_unique<AdamWParamState>();
-    shard_state->step(step);
-    shard_state->exp_avg(unit->layout().segment_of(m, group_.rank()));
-    shard_state->exp_avg_sq(unit->layout().segment_of(v, group_.rank()));
-    sharded.state()[adamw_state_key(unit->shard())] = std::move(shard_state);
+    k += n;
   }
-  whole.state().clear();
 }
 
 std::vector<LocalPiece> FullyShardedModel::local_pieces() const {

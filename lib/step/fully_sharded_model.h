@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/sharded_checkpoint.h"
+#include "checkpoint/snapshot.h"
 #include "distributed/process_group.h"
 #include "distributed/sharded_unit.h"
 #include "model/llama.h"
@@ -101,9 +103,11 @@ class FullyShardedModel {
   // reads them whole); release_whole frees them again and clears `whole`'s state (collective).
   void gather_parameters();
   void release_whole(torch::optim::AdamW& whole);
-  // After a resume loaded `whole` (the optimizer of the model's parameters): `sharded`'s state
-  // becomes this rank's rows of it, and `whole`'s state is cleared.
-  void take_optimizer_state(torch::optim::AdamW& whole, torch::optim::AdamW& sharded);
+  // After a resume loaded this rank's rows of each parameter's AdamW state (`rows`, in the
+  // model's order, as load_checkpoint's RowShare for this rank keeps them): `sharded`'s state of
+  // each unit whose parameters all have one. Nothing when `rows` is empty.
+  void take_optimizer_rows(const std::vector<std::optional<AdamWParamSnapshot>>& rows,
+                           torch::optim::AdamW& sharded);
 
   // This rank's pieces of every parameter, in the model's order.
   std::vector<LocalPiece> local_pieces() const;

@@ -104,7 +104,8 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
   }
   const auto load_start = SteadyClock::now();
   // A global data order has one position for all ranks: each takes rank 0's state.
-  const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load());
+  const CheckpointContents c =
+      load_checkpoint(path, batches_.saved_rank_to_load(), optimizer_share_);
   const bool seed = c.model_only && c.step == 0;
   if (!c.model_only && !excluded("dataloader"))
     batches_.check_resumable(c.world_size, c.global_data_order, path);
@@ -164,15 +165,23 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
 
 void Checkpointer::restore_parts(const CheckpointContents& c, const std::string& path,
                                  StartPoint& start) {
-  if (excluded("optimizer")) {
+  const std::string optimizer_source = path + "/" + c.optimizer_file;
+  if (excluded("optimizer") || optimizer_share_.shards > 0) {
     if (!excluded("model")) load_parameters(*model_, c.model);
+    if (!excluded("optimizer")) {
+      // FSDP: this rank's rows of the moments, for the sharded optimizer.
+      std::vector<NamedSizes> shapes;
+      for (const auto& p : named_parameters(*model_))
+        shapes.push_back({p.name, p.tensor.sizes().vec()});
+      start.optimizer_rows = adamw_param_states(c, shapes, optimizer_source);
+    }
   } else {
     // The optimizer's state comes with the weights; kept weights are put back after it.
     std::vector<at::Tensor> kept;
     if (excluded("model")) {
       for (const auto& p : model_->parameters()) kept.push_back(p.detach().clone());
     }
-    restore_full_checkpoint(c, path + "/" + c.optimizer_file, *model_, optimizer_);
+    restore_full_checkpoint(c, optimizer_source, *model_, optimizer_);
     if (excluded("model")) {
       at::NoGradGuard no_grad;
       auto params = model_->parameters();

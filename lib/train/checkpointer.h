@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/snapshot.h"
 #include "checkpoint/train_state.h"
 #include "config/config.h"
 #include "config/run_folder.h"
@@ -32,6 +33,10 @@ struct StartPoint {
   // The step the LR schedule counts from (checkpoint.exclude_from_loading holds "lr_scheduler":
   // it starts again at the resumed step, as torchtitan's fresh scheduler does).
   int64_t schedule_origin = 0;
+  // With set_optimizer_rows: this rank's rows of each parameter's AdamW state, in the model's
+  // order, for FullyShardedModel::take_optimizer_rows (the whole optimizer gets none); empty when
+  // none was loaded.
+  std::vector<std::optional<AdamWParamSnapshot>> optimizer_rows;
 };
 
 class Checkpointer {
@@ -62,6 +67,9 @@ class Checkpointer {
     std::function<void()> gather, release;
   };
   void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
+  // FSDP, before resume_or_initialize: a resume loads only `share`'s rows of the optimizer state
+  // (StartPoint::optimizer_rows), so that no rank builds the whole moments.
+  void set_optimizer_rows(RowShare share) { optimizer_share_ = share; }
 
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
@@ -127,6 +135,7 @@ class Checkpointer {
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
   ShardedSaves sharded_;
+  RowShare optimizer_share_;
 };
 
 }  // namespace titan

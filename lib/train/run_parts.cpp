@@ -82,6 +82,10 @@ RunParts::RunParts(const RunContext& run_context)
   optimizer = build_optimizer(params, config.optimizer);
   token_flops = flops_per_token(args, t.seq_len);
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
+  if (data_parallel.fsdp) {
+    // A resume loads this rank's rows of the moments only (its place in its shard group).
+    checkpointer->set_optimizer_rows({group.rank() % data_parallel.shard, data_parallel.shard});
+  }
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
@@ -96,7 +100,8 @@ RunParts::RunParts(const RunContext& run_context)
         reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
         !(prefetch && std::string(prefetch) == "0"), mesh.replica.get());
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
-    sharded->take_optimizer_state(*optimizer, *shard_optimizer);  // a resume's moments
+    sharded->take_optimizer_rows(start.optimizer_rows, *shard_optimizer);  // a resume's moments
+    start.optimizer_rows.clear();
     stepped = shard_optimizer.get();
     Checkpointer::ShardedSaves saves;
     saves.shard = [this] { return sharded->checkpoint_shard(*shard_optimizer); };
