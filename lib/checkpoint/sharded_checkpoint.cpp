@@ -97,8 +97,9 @@ void RowAssembler::add(const SafetensorsContents& part, const std::string& sourc
         fail(fmt::format("{} rows are more than the shard files hold", rows.total));
       }
       allocated_bytes_ += row_bytes * static_cast<uint64_t>(sizes[0]);
-      it = wholes_.emplace(t.name, Whole{at::zeros(sizes, t.tensor.options()), rows.total, kept, {}})
-               .first;
+      it =
+          wholes_.emplace(t.name, Whole{at::zeros(sizes, t.tensor.options()), rows.total, kept, {}})
+              .first;
       order_.push_back(t.name);
     }
     Whole& whole = it->second;
