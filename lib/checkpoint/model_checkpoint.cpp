@@ -230,8 +230,8 @@ void restore_full_checkpoint(const CheckpointContents& c, const std::string& sou
     const auto& p = params[i];
     s.module_tensors[i] = model.at(p.name).to(p.tensor.options());
     if (states[i]) {
-      for (at::Tensor* t : {&states[i]->exp_avg, &states[i]->exp_avg_sq,
-                            &states[i]->max_exp_avg_sq}) {
+      for (at::Tensor* t :
+           {&states[i]->exp_avg, &states[i]->exp_avg_sq, &states[i]->max_exp_avg_sq}) {
         if (t->defined()) *t = t->to(p.tensor.options());
       }
     }
