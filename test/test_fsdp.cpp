@@ -200,7 +200,7 @@ TEST_CASE(
   CHECK_FALSE(data_parallel_plan(config, 4).hsdp());
 
   config = Config();
-  config.checkpoint.enable = true;  // checkpoints gather the shards to save the model whole
+  config.checkpoint.enable = true;  // each rank saves its shards
   CHECK(data_parallel_plan(config, 2).fsdp);
   // The rerun check and the numerics trace read the shards (tested through the binary below).
   config = Config();
