@@ -208,6 +208,33 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "collectives: with a bfloat16 reduce dtype a unit's gradients are reduce-scattered in "
+    "bfloat16: each rank's shard gradient is the bfloat16 sum, not the float32 one",
+    "[distributed]") {
+  // Gradients with mantissa bits below bfloat16's, different on each rank.
+  auto input = [](int64_t rank) {
+    return at::linspace(1.0 + 0.001 * rank, 2.0 + 0.003 * rank, 12).reshape({4, 3});
+  };
+  auto outputs = on_gloo_ranks(2, [&](ProcessGroup& group) -> RankOutputs {
+    at::Tensor w = at::ones({4, 3}).requires_grad_(true);
+    ShardedUnit unit(group, {w}, "unit");
+    unit.set_reduce_dtype(at::kBFloat16);
+    unit.gather();
+    unit.after_forward(w * input(group.rank())).sum().backward();  // w's gradient: the input
+    return {unit.shard().grad().clone()};
+  });
+  const at::Tensor bf16_sum =
+      (input(0).to(at::kBFloat16) + input(1).to(at::kBFloat16)).to(at::kFloat);
+  const at::Tensor f32_sum = input(0) + input(1);
+  REQUIRE_FALSE(at::equal(bf16_sum, f32_sum));
+  for (int64_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    const at::Tensor rows = bf16_sum.narrow(0, 2 * r, 2).reshape({-1});
+    CHECK(at::equal(outputs[r][0], rows));
+  }
+}
+
+TEST_CASE(
     "collectives: the rank-ordered reduce-scatter (batch_invariant) leaves each rank bit for bit "
     "its rows of the rank-ordered all-reduce's sums",
     "[distributed][batch_invariant]") {

@@ -138,6 +138,44 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "fsdp: training.mixed_precision_reduce = bfloat16 reduce-scatters in bfloat16 (and sums over "
+    "HSDP's replicas): close to float32's steps but not their bits; batch_invariant refuses it",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_bf16_reduce");
+  const std::string args = tokens_dataset(dir) + " --training.global_batch_size 16";
+  const std::string bf16 = " --training.mixed_precision_reduce bfloat16";
+  struct Case {
+    int world;
+    const char* mesh;
+  };
+  for (const Case& c : {Case{2, ""}, Case{4, kHsdp}}) {
+    INFO(c.world << " ranks" << c.mesh);
+    const std::string tag = std::to_string(c.world);
+    const std::string log = train_ranks(dir, "bf16_" + tag, c.world, args + c.mesh + bf16);
+    CHECK_THAT(log, Catch::Contains("gradients reduce-scattered in bfloat16"));
+    train_ranks(dir, "f32_" + tag, c.world, args + c.mesh);
+    const auto a = read_fingerprint_log(dir + "/bf16_" + tag + "/fingerprint.log").steps;
+    const auto b = read_fingerprint_log(dir + "/f32_" + tag + "/fingerprint.log").steps;
+    REQUIRE(a.size() == 4);
+    REQUIRE(b.size() == 4);
+    bool differs = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("step " << i + 1);
+      // bfloat16 keeps 8 bits of mantissa: each summed gradient is off by up to 2^-8 relative.
+      CHECK(std::abs(a[i].grad_norm - b[i].grad_norm) <= 1e-2 * std::abs(b[i].grad_norm));
+      CHECK(std::abs(a[i].loss - b[i].loss) <= 1e-3 * std::abs(b[i].loss));
+      differs = differs || a[i].grad_norm != b[i].grad_norm;
+    }
+    CHECK(differs);
+  }
+  const auto refused =
+      test::run_titan(test::tiny_run(dir + "/refused", 2, "--debug.batch_invariant true" + bf16));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("debug.batch_invariant with "
+                                             "training.mixed_precision_reduce"));
+}
+
+TEST_CASE(
     "fsdp: a checkpoint saved at one shard degree resumes bit-exactly at another, on replication "
     "on HSDP, on replication and on one process (batch_invariant): 2 -> 4 -> HSDP 2 x 2 -> "
     "replicated 2 -> 1",

@@ -113,10 +113,12 @@ void add_training(Config& c, std::vector<FieldSpec>& out) {
                                    "dtype of the parameters, gradients and optimizer state"),
                         "keep float32 parameters; training.mixed_precision_param = \"bfloat16\" "
                         "computes in bf16"));
-  out.push_back(
-      not_hashed(with_choices(field("training", "mixed_precision_reduce", &t.mixed_precision_reduce,
-                                    "dtype of the gradient reduction over ranks"),
-                              {"float32"})));
+  out.push_back(hashed_when_changed(
+      with_choices(field("training", "mixed_precision_reduce", &t.mixed_precision_reduce,
+                         "dtype of FSDP's gradient reduce-scatter and HSDP's sum over the "
+                         "replicas (FSDP's reduce_dtype): bfloat16 moves half the bytes and sums "
+                         "in bfloat16; replication always sums in float32"),
+                   {"float32", "bfloat16"})));
   out.push_back(no_effect(
       at_least(field("training", "gc_freq", &t.gc_freq, "Python garbage collection every N steps"),
                1),

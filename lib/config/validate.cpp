@@ -202,6 +202,11 @@ void check_batch_invariant(const Config& config, int64_t world_size, bool on_cud
     throw ConfigError(key, "batch-invariant training runs on CPU only for now",
                       "use training.device = \"cpu\", or turn debug.batch_invariant off");
   }
+  if (config.training.mixed_precision_reduce != "float32") {
+    throw ConfigError(key + " with " + where(config, "training.mixed_precision_reduce"),
+                      "batch-invariant runs sum the gradients in float32, in rank order",
+                      "set training.mixed_precision_reduce = \"float32\"");
+  }
   if (config.model.dropout > 0) {
     throw ConfigError(key + " with " + where(config, "model.dropout"),
                       "dropout draws each rank's masks from its own generator, so its bits "

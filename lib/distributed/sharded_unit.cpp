@@ -107,13 +107,14 @@ void ShardedUnit::reduce_gradients() {
   for (const auto& p : params_) {
     grads.push_back(p.grad().defined() ? p.grad() : at::zeros(p.sizes(), shard_.options()));
   }
-  at::Tensor reduced = at::zeros({layout_.segment_numel()}, shard_.options());
+  at::Tensor reduced = at::zeros({layout_.segment_numel()}, shard_.options().dtype(reduce_dtype_));
   ScopedSeconds timed(seconds_.reduce_scatter);
   group_
       .start_reduce_scatter_sum(
-          reduced, layout_.pack_for_reduce_scatter(grads),
+          reduced, layout_.pack_for_reduce_scatter(grads).to(reduce_dtype_),
           fmt::format("{}'s gradient reduce-scatter of backward {}", name_, ++backward_passes_))
       ->wait();
+  reduced = reduced.to(shard_.scalar_type());
   if (shard_.grad().defined()) {
     shard_.mutable_grad().add_(reduced);
   } else {

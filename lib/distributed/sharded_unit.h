@@ -53,6 +53,11 @@ class ShardedUnit {
   // gradients stay in the parameters for the caller to reduce (debug.batch_invariant sums every
   // sequence's in one tree first); the storage is still released after the backward.
   void set_reduce_in_backward(bool reduce) { reduce_in_backward_ = reduce; }
+  // The dtype the gradients are reduce-scattered in (FSDP's reduce_dtype,
+  // training.mixed_precision_reduce): float32 by default; bfloat16 moves half the bytes and sums
+  // in bfloat16, the sums added to the float32 shard gradient.
+  void set_reduce_dtype(at::ScalarType dtype) { reduce_dtype_ = dtype; }
+  at::ScalarType reduce_dtype() const { return reduce_dtype_; }
 
   // This rank's segment of the parameters: (layout().segment_numel(),), requires grad.
   const at::Tensor& shard() const { return shard_; }
@@ -86,6 +91,7 @@ class ShardedUnit {
   ShardedUnit* backward_prefetch_ = nullptr;
   CollectiveSeconds seconds_;
   bool reduce_in_backward_ = true;
+  at::ScalarType reduce_dtype_ = at::kFloat;
   size_t gradients_in_ = 0;
   int64_t backward_passes_ = 0;
 };

@@ -145,17 +145,34 @@ void FullyShardedModel::scatter_gradients(const std::vector<at::Tensor>& full_gr
   }
 }
 
+void FullyShardedModel::set_reduce_dtype(at::ScalarType dtype) {
+  reduce_dtype_ = dtype;
+  for (auto& unit : units_) unit->set_reduce_dtype(dtype);
+}
+
 void FullyShardedModel::sum_over_replicas(int64_t step) {
   if (!replicas_ || replicas_->size() == 1) return;
   ScopedSeconds timed(replica_sum_seconds_);
   std::vector<std::unique_ptr<PendingCollective>> pending;
+  std::vector<std::pair<at::Tensor, at::Tensor>> cast_back;  // (reduced, the gradient)
   for (auto& unit : units_) {
     const at::Tensor& grad = unit->shard().grad();
     if (!grad.defined()) continue;  // no rank's backward reached it: none has a gradient
+    at::Tensor reduced = grad;
+    if (reduce_dtype_ != grad.scalar_type()) {
+      reduced = grad.to(reduce_dtype_);
+      // Gloo (libtorch 1.13) has no bfloat16 sum: the rounded values are summed in float32.
+      if (grad.is_cpu()) reduced = reduced.to(grad.scalar_type());
+      cast_back.emplace_back(reduced, grad);
+    }
     pending.push_back(replicas_->start_all_reduce_sum(
-        grad, fmt::format("{}'s gradient sum over the replicas of step {}", unit->name(), step)));
+        reduced,
+        fmt::format("{}'s gradient sum over the replicas of step {}", unit->name(), step)));
   }
   for (auto& p : pending) p->wait();
+  at::NoGradGuard no_grad;
+  // The sums rounded to the reduce dtype, as a sum in it would be.
+  for (auto& [reduced, grad] : cast_back) grad.copy_(reduced.to(reduce_dtype_));
 }
 
 uint64_t FullyShardedModel::params_checksum() {

@@ -61,6 +61,10 @@ class FullyShardedModel {
   // This rank's shard of each unit, in the model's order: the optimizer's parameters.
   std::vector<at::Tensor> shards() const;
 
+  // training.mixed_precision_reduce: the dtype of each unit's gradient reduce-scatter and of
+  // HSDP's sum over the replicas (ShardedUnit::set_reduce_dtype); float32 by default.
+  void set_reduce_dtype(at::ScalarType dtype);
+  at::ScalarType reduce_dtype() const { return reduce_dtype_; }
   // Whether backward passes reduce-scatter gradients as they finish (the default). Without, the
   // full gradients stay in the model's parameters, for scatter_gradients.
   void set_reduce_in_backward(bool reduce);
@@ -137,6 +141,7 @@ class FullyShardedModel {
   ProcessGroup& group_;
   ProcessGroup* replicas_;
   double replica_sum_seconds_ = 0;
+  at::ScalarType reduce_dtype_ = at::kFloat;
   ReshardAfterForward reshard_;
   bool prefetch_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head

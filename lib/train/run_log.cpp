@@ -34,10 +34,12 @@ std::string data_parallel_mode(const RunParts& parts) {
         static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
         parts.sharded->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
         parts.context.config.parallelism.fsdp_reshard_after_forward,
-        parts.reducer ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
-                                    "bucket(s), then keeps each rank's rows",
-                                    parts.reducer->buckets())
-                      : "; gradients reduce-scattered as each unit's backward ends",
+        parts.reducer
+            ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
+                          "bucket(s), then keeps each rank's rows",
+                          parts.reducer->buckets())
+            : fmt::format("; gradients reduce-scattered{} as each unit's backward ends",
+                          parts.sharded->reduce_dtype() == at::kFloat ? "" : " in bfloat16"),
         replicas);
   }
   std::string mode =

@@ -99,6 +99,8 @@ RunParts::RunParts(const RunContext& run_context)
         model, mesh.shard ? *mesh.shard : group,
         reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
         !(prefetch && std::string(prefetch) == "0"), mesh.replica.get());
+    if (config.training.mixed_precision_reduce == "bfloat16")
+      sharded->set_reduce_dtype(at::kBFloat16);
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
     sharded->take_optimizer_rows(start.optimizer_rows, *shard_optimizer);  // a resume's moments
     start.optimizer_rows.clear();
