@@ -235,6 +235,35 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "collectives: with a bfloat16 param dtype a unit's parameters are all-gathered as bfloat16 "
+    "(over Gloo as float16's bits): the module computes with each value rounded to bfloat16",
+    "[distributed]") {
+  const auto params = unit_tensors(5);
+  auto outputs = on_gloo_ranks(3, [&](ProcessGroup& group) -> RankOutputs {
+    std::vector<at::Tensor> mine;
+    for (const auto& p : params) mine.push_back(p.clone().requires_grad_(true));
+    ShardedUnit unit(group, mine, "unit");
+    unit.set_param_dtype(at::kBFloat16);
+    unit.gather();
+    RankOutputs out;
+    for (const auto& p : unit.params()) out.push_back(p.detach().clone());
+    unit.release();
+    unit.set_param_dtype(at::kFloat);
+    unit.gather();
+    for (const auto& p : unit.params()) out.push_back(p.detach().clone());
+    return out;
+  });
+  for (int64_t r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor rounded = params[i].to(at::kBFloat16).to(at::kFloat);
+      CHECK(at::equal(outputs[r][i], rounded));
+      CHECK(at::equal(outputs[r][params.size() + i], params[i]));  // float32: exact
+    }
+  }
+}
+
+TEST_CASE(
     "collectives: the rank-ordered reduce-scatter (batch_invariant) leaves each rank bit for bit "
     "its rows of the rank-ordered all-reduce's sums",
     "[distributed][batch_invariant]") {

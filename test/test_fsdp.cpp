@@ -176,6 +176,40 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "fsdp: under bfloat16 autocast (mixed_precision_param) the units are all-gathered in "
+    "bfloat16: close to replication's steps but not their bits, and the final model-only save "
+    "still holds the exact float32 weights",
+    "[distributed]") {
+  const auto dir = test::temp_dir("fsdp_bf16_param");
+  const std::string args = tokens_dataset(dir) +
+                           " --training.global_batch_size 8 --training.mixed_precision_param "
+                           "bfloat16 --checkpoint.enable true --checkpoint.interval 3";
+  const std::string log = train_ranks(dir, "fsdp", 2, args, 3);
+  CHECK_THAT(log, Catch::Contains("gathered in bfloat16"));
+  train_ranks(dir, "replicated", 2, args + kReplicate, 3);
+  const auto a = read_fingerprint_log(dir + "/fsdp/fingerprint.log").steps;
+  const auto b = read_fingerprint_log(dir + "/replicated/fingerprint.log").steps;
+  REQUIRE(a.size() == 3);
+  REQUIRE(b.size() == 3);
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(std::abs(a[i].loss - b[i].loss) <= 1e-3 * std::abs(b[i].loss));
+    CHECK(std::abs(a[i].grad_norm - b[i].grad_norm) <= 1e-2 * std::abs(b[i].grad_norm));
+    differs = differs || a[i].loss != b[i].loss;
+  }
+  CHECK(differs);
+  // The same run saving a full (sharded) checkpoint at step 3: exported, the model-only save's
+  // bytes.
+  train_ranks(dir, "full", 2, args + " --checkpoint.last_save_model_only false", 3);
+  const auto r =
+      test::run_titan("export " + dir + "/full/checkpoint/step-3 -o " + dir + "/full.safetensors");
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::read_text(dir + "/fsdp/checkpoint/step-3/model.safetensors") ==
+        test::read_text(dir + "/full.safetensors"));
+}
+
+TEST_CASE(
     "fsdp: a checkpoint saved at one shard degree resumes bit-exactly at another, on replication "
     "on HSDP, on replication and on one process (batch_invariant): 2 -> 4 -> HSDP 2 x 2 -> "
     "replicated 2 -> 1",

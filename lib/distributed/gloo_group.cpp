@@ -55,9 +55,13 @@ class GlooGroup : public StoreGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> all_gather(at::Tensor& full, at::Tensor& shard) override {
-    // The rank-sized row blocks of `full` are contiguous views: Gloo writes into them.
-    std::vector<std::vector<at::Tensor>> outputs{full.chunk(size(), 0)};
-    std::vector<at::Tensor> inputs{shard};
+    // An all-gather only moves bytes, and libtorch 1.13's Gloo has no bfloat16: its bits travel
+    // as float16's, which Gloo copies without converting.
+    const bool bf16 = full.scalar_type() == at::kBFloat16;
+    at::Tensor out = bf16 ? full.view(at::kHalf) : full;
+    // The rank-sized row blocks of `out` are contiguous views: Gloo writes into them.
+    std::vector<std::vector<at::Tensor>> outputs{out.chunk(size(), 0)};
+    std::vector<at::Tensor> inputs{bf16 ? shard.view(at::kHalf) : shard};
     return gloo_->allgather(outputs, inputs);
   }
 

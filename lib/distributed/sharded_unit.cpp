@@ -53,8 +53,10 @@ ShardedUnit::ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, st
 void ShardedUnit::prefetch() {
   if (gathered_ || pending_gather_) return;
   at::NoGradGuard no_grad;
-  gather_buffer_ = at::empty({group_.size() * layout_.segment_numel()}, shard_.options());
-  pending_gather_ = group_.start_all_gather(gather_buffer_, shard_.detach(),
+  gather_buffer_ =
+      at::empty({group_.size() * layout_.segment_numel()}, shard_.options().dtype(param_dtype_));
+  gather_input_ = shard_.detach().to(param_dtype_);
+  pending_gather_ = group_.start_all_gather(gather_buffer_, gather_input_,
                                             fmt::format("{}'s parameter all-gather", name_));
 }
 
@@ -69,7 +71,9 @@ void ShardedUnit::gather() {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> full = layout_.unpack_gathered(gather_buffer_);
   gather_buffer_ = at::Tensor();
-  for (size_t i = 0; i < params_.size(); ++i) refill_storage_moving(params_[i], std::move(full[i]));
+  gather_input_ = at::Tensor();
+  for (size_t i = 0; i < params_.size(); ++i)
+    refill_storage_moving(params_[i], full[i].to(shard_.scalar_type()));
   gathered_ = true;
 }
 

@@ -58,6 +58,11 @@ class ShardedUnit {
   // in bfloat16, the sums added to the float32 shard gradient.
   void set_reduce_dtype(at::ScalarType dtype) { reduce_dtype_ = dtype; }
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
+  // The dtype the parameters are all-gathered in (FSDP's param_dtype, mixed_precision_param):
+  // float32 (exact) by default; bfloat16 moves half the bytes, and the module computes with the
+  // bfloat16 values (held in the parameters' float32 storage). Takes effect at the next gather.
+  void set_param_dtype(at::ScalarType dtype) { param_dtype_ = dtype; }
+  at::ScalarType param_dtype() const { return param_dtype_; }
 
   // This rank's segment of the parameters: (layout().segment_numel(),), requires grad.
   const at::Tensor& shard() const { return shard_; }
@@ -88,10 +93,12 @@ class ShardedUnit {
   bool gathered_ = true;
   std::unique_ptr<PendingCollective> pending_gather_;  // prefetch()'s, with its buffer
   at::Tensor gather_buffer_;
+  at::Tensor gather_input_;  // the shard in param_dtype_, alive until the all-gather is done
   ShardedUnit* backward_prefetch_ = nullptr;
   CollectiveSeconds seconds_;
   bool reduce_in_backward_ = true;
   at::ScalarType reduce_dtype_ = at::kFloat;
+  at::ScalarType param_dtype_ = at::kFloat;
   size_t gradients_in_ = 0;
   int64_t backward_passes_ = 0;
 };

@@ -150,6 +150,22 @@ void FullyShardedModel::set_reduce_dtype(at::ScalarType dtype) {
   for (auto& unit : units_) unit->set_reduce_dtype(dtype);
 }
 
+void FullyShardedModel::set_param_dtype(at::ScalarType dtype) {
+  param_dtype_ = dtype;
+  for (auto& unit : units_) unit->set_param_dtype(dtype);
+}
+
+void FullyShardedModel::with_exact_gathers(const std::function<void()>& body) {
+  for (auto& unit : units_) unit->set_param_dtype(unit->shard().scalar_type());
+  try {
+    body();
+  } catch (...) {
+    set_param_dtype(param_dtype_);
+    throw;
+  }
+  set_param_dtype(param_dtype_);
+}
+
 void FullyShardedModel::sum_over_replicas(int64_t step) {
   if (!replicas_ || replicas_->size() == 1) return;
   ScopedSeconds timed(replica_sum_seconds_);
@@ -197,16 +213,21 @@ uint64_t FullyShardedModel::params_checksum() {
 }
 
 uint64_t FullyShardedModel::gathered_params_checksum() {
-  uint64_t h = names_.size();  // tensors_checksum's seed: the number of tensors
-  for (size_t u = 0; u < units_.size(); ++u) {
-    auto& unit = units_[u];
-    const bool was_gathered = unit->gathered();
-    unit->gather();
-    // The next unit moves while this one is hashed.
-    if (prefetch_ && u + 1 < units_.size()) units_[u + 1]->prefetch();
-    for (const auto& p : unit->params()) h = hash_combine(h, tensor_checksum(p.detach()));
-    if (!was_gathered) unit->release();
-  }
+  uint64_t h = names_.size();          // tensors_checksum's seed: the number of tensors
+  std::vector<ShardedUnit*> regather;  // gathered for compute before: gathered so again after
+  with_exact_gathers([&] {
+    for (size_t u = 0; u < units_.size(); ++u) {
+      auto& unit = units_[u];
+      if (unit->gathered()) regather.push_back(unit.get());
+      unit->release();
+      unit->gather();
+      // The next unit moves while this one is hashed.
+      if (prefetch_ && u + 1 < units_.size()) units_[u + 1]->prefetch();
+      for (const auto& p : unit->params()) h = hash_combine(h, tensor_checksum(p.detach()));
+      unit->release();
+    }
+  });
+  for (ShardedUnit* unit : regather) unit->gather();
   return h;
 }
 
@@ -285,7 +306,9 @@ CheckpointShard FullyShardedModel::checkpoint_shard(torch::optim::AdamW& sharded
 
 void FullyShardedModel::gather_parameters() {
   at::NoGradGuard no_grad;
-  for (auto& unit : units_) unit->gather();
+  with_exact_gathers([this] {
+    for (auto& unit : units_) unit->gather();
+  });
 }
 
 void FullyShardedModel::release_whole(torch::optim::AdamW& whole) {

@@ -65,6 +65,11 @@ class FullyShardedModel {
   // HSDP's sum over the replicas (ShardedUnit::set_reduce_dtype); float32 by default.
   void set_reduce_dtype(at::ScalarType dtype);
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
+  // training.mixed_precision_param under bf16 autocast: the dtype the units' parameters are
+  // all-gathered in for the forward and backward (ShardedUnit::set_param_dtype). Checksums and
+  // the model-only save gather them exact.
+  void set_param_dtype(at::ScalarType dtype);
+  at::ScalarType param_dtype() const { return param_dtype_; }
   // Whether backward passes reduce-scatter gradients as they finish (the default). Without, the
   // full gradients stay in the model's parameters, for scatter_gradients.
   void set_reduce_in_backward(bool reduce);
@@ -142,6 +147,9 @@ class FullyShardedModel {
   ProcessGroup* replicas_;
   double replica_sum_seconds_ = 0;
   at::ScalarType reduce_dtype_ = at::kFloat;
+  at::ScalarType param_dtype_ = at::kFloat;
+  // Runs `body` with every unit gathering its parameters exact (float32).
+  void with_exact_gathers(const std::function<void()>& body);
   ReshardAfterForward reshard_;
   bool prefetch_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head

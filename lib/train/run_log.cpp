@@ -29,9 +29,10 @@ std::string data_parallel_mode(const RunParts& parts) {
         plan.hsdp() && !parts.reducer ? ", then summed over the replicas" : "";
     return fmt::format(
         "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
-        "MiB gathered{}, reshard_after_forward {}{}{}",
+        "MiB gathered{}{}, reshard_after_forward {}{}{}",
         hsdp, parts.sharded->units(),
         static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
+        parts.sharded->param_dtype() == at::kFloat ? "" : " in bfloat16",
         parts.sharded->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
         parts.context.config.parallelism.fsdp_reshard_after_forward,
         parts.reducer

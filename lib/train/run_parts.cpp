@@ -101,6 +101,10 @@ RunParts::RunParts(const RunContext& run_context)
         !(prefetch && std::string(prefetch) == "0"), mesh.replica.get());
     if (config.training.mixed_precision_reduce == "bfloat16")
       sharded->set_reduce_dtype(at::kBFloat16);
+    // Under bf16 autocast the units are gathered in bfloat16 (FSDP's param_dtype); a
+    // batch-invariant run gathers them exact, as replication computes from float32 weights.
+    if (options.autocast_bf16 && !config.debug.batch_invariant)
+      sharded->set_param_dtype(at::kBFloat16);
     shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
     sharded->take_optimizer_rows(start.optimizer_rows, *shard_optimizer);  // a resume's moments
     start.optimizer_rows.clear();
