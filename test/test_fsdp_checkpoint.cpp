@@ -3,6 +3,7 @@
 // its own rows, the manifest records the mesh, and what is loaded or exported is the whole model.
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "test_ranks.h"
 #include "test_util.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -250,6 +252,59 @@ TEST_CASE(
   CHECK(ranks[1].exit_code == 1);
   CHECK_THAT(ranks[0].output, Catch::Contains("optimizer.shard1.safetensors: the contents do not "
                                               "match the manifest's checksum (damaged)"));
+}
+
+TEST_CASE(
+    "fsdp: a second SIGTERM during a sharded save aborts it on every rank: exit 143, no "
+    "temporary folder, the previous checkpoint kept",
+    "[distributed][checkpoint]") {
+  // debugmodel: shard files of ~37 MB a rank, long enough to land the second signal inside the
+  // save; a save that ends before the shell sees its folder is a missed moment (exit 0), so up
+  // to 3 tries. Both ranks get the first signal, rank 1 alone the second: rank 1's shard write
+  // stops, and rank 0, which saw one signal, abandons the save with it.
+  std::string dir, output;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    dir = test::temp_dir("fsdp_abort");
+    const std::string flags =
+        test::tiny_run(dir + "/out", 400,
+                       "--model.flavor debugmodel --checkpoint.enable true --checkpoint.interval 2 "
+                       "--checkpoint.last_save_model_only false --checkpoint.keep_latest_k 0");
+    const int port = test::free_port();
+    std::string script = "cd " + dir + "; ";
+    for (int r = 0; r < 2; ++r) {
+      script += "TITAN_MALLOC_TUNING=0 env " + test::rank_env(r, 2, port) + " " + test::binary() +
+                " " + flags + " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) +
+                "=$!; ";
+    }
+    script +=
+        "for i in $(seq 1200); do grep -q '^step 3 ' out/fingerprint.log 2>/dev/null && break; "
+        "sleep 0.05; done; kill -TERM $p0 $p1; "
+        "while kill -0 $p0 2>/dev/null; do set -- out/checkpoint/.step-*.tmp; "
+        "[ -e \"$1\" ] && break; done; kill -TERM $p1; "
+        "wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
+    output = test::run_shell(script).output;
+    if (output != "rank0 0\nrank1 0\n") break;
+  }
+  const std::string out0 = test::read_text(dir + "/rank0.out");
+  const std::string out1 = test::read_text(dir + "/rank1.out");
+  INFO(output << out0 << out1);
+  CHECK(output == "rank0 143\nrank1 143\n");
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      out0, m,
+      std::regex(
+          R"(a second SIGTERM aborted the save of step-(\d+) on rank 1; .* \(latest: step-(\d+)\))")));
+  CHECK_THAT(out1, Catch::Contains("aborted the save of step-" + m[1].str()));
+  for (const auto& entry : fs::directory_iterator(dir + "/out/checkpoint"))
+    CHECK_FALSE(ends_with(entry.path().filename().string(), ".tmp"));
+  const auto steps = list_checkpoints(dir + "/out/checkpoint").steps;
+  REQUIRE_FALSE(steps.empty());
+  CHECK(steps.back() == std::stoll(m[2]));
+  CHECK(std::stoll(m[1]) > steps.back());
+  // The kept checkpoint loads.
+  CHECK(
+      test::run_titan("export " + dir + "/out/checkpoint -o " + dir + "/w.safetensors").exit_code ==
+      0);
 }
 
 }  // namespace
