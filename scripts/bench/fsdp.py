@@ -8,7 +8,9 @@ alike. Prints per variant: the median peak RSS per rank (max over ranks) with it
 the model state a rank holds by the memory check's count (16 B a parameter / shard degree plus
 the largest unit gathered, at least the 4 B a parameter each rank builds first), tokens/s over
 all ranks, and for FSDP the all-gather waits and reduce-scatter time per step (the run's
-end-of-run line).
+end-of-run line). With --mixed-precision the variants are 2 ranks replicated and FSDP under
+bfloat16 autocast (FSDP then all-gathers in bfloat16), FSDP in float32, and FSDP reducing in
+bfloat16 (training.mixed_precision_reduce).
 
 Used by scripts/bench_fsdp.sh. Standard library only.
 """
@@ -29,6 +31,7 @@ PARAMS = LAYERS * BLOCK + 2 * VOCAB * DIM + DIM  # 106,972,160
 
 
 def run(folder, ranks, shard, prefetch, extra):
+    """One run of a variant; `extra`: its flags and the command line's."""
     cmd = [os.path.join(ROOT, "build", "titan-train"), "--model.flavor", "debugmodel_wide",
            "--training.seq_len", "256", "--training.local_batch_size", "2",
            "--training.steps", str(STEPS), "--metrics.log_freq", "1",
@@ -62,25 +65,33 @@ def model_state_mib(shard):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="FSDP's bfloat16 all-gather and reduce-scatter against float32")
     parser.add_argument("extra", nargs="*", help="extra titan-train flags")
     args = parser.parse_args()
-    # (name, ranks, shard degree: 1 replicates, below the ranks is HSDP, prefetch)
-    variants = [("1 rank", 1, 1, True), ("2 replicated", 2, 1, True),
-                ("2 FSDP", 2, 2, True), ("2 FSDP no prefetch", 2, 2, False),
-                ("4 replicated", 4, 1, True), ("4 FSDP", 4, 4, True),
-                ("4 HSDP 2 x 2", 4, 2, True)]
+    # (name, ranks, shard degree: 1 replicates, below the ranks is HSDP, prefetch, flags)
+    variants = [("1 rank", 1, 1, True, []), ("2 replicated", 2, 1, True, []),
+                ("2 FSDP", 2, 2, True, []), ("2 FSDP no prefetch", 2, 2, False, []),
+                ("4 replicated", 4, 1, True, []), ("4 FSDP", 4, 4, True, []),
+                ("4 HSDP 2 x 2", 4, 2, True, [])]
+    if args.mixed_precision:
+        bf16 = ["--training.mixed_precision_param", "bfloat16"]
+        variants = [("2 replicated bf16", 2, 1, True, bf16), ("2 FSDP float32", 2, 2, True, []),
+                    ("2 FSDP bf16 gather", 2, 2, True, bf16),
+                    ("2 FSDP bf16 reduce", 2, 2, True,
+                     ["--training.mixed_precision_reduce", "bfloat16"])]
     results = {v[0]: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="bench_fsdp_") as tmp:
         for i in range(args.rounds):
-            for name, ranks, shard, prefetch in variants:
+            for name, ranks, shard, prefetch, flags in variants:
                 folder = os.path.join(tmp, f"r{i}_{name.replace(' ', '_')}")
-                r = run(folder, ranks, shard, prefetch, args.extra)
+                r = run(folder, ranks, shard, prefetch, flags + args.extra)
                 results[name].append(r)
                 print(f"round {i + 1}: {name}: peak RSS {r[0]:,.0f} MiB a rank, "
                       f"{r[1]:,.0f} tokens/s" +
                       (f", all-gather waits {r[2]:.1f} ms, reduce-scatter {r[3]:.1f} ms a step"
                        if r[2] is not None else ""), flush=True)
-    for name, ranks, shard, _ in variants:
+    for name, ranks, shard, _, _ in variants:
         rows = results[name]
         line = (f"{name:20s}: peak RSS {spread([r[0] for r in rows])} MiB a rank "
                 f"(model state counted: {model_state_mib(shard):,.0f} MiB), "
