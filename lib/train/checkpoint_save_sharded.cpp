@@ -69,8 +69,14 @@ void Checkpointer::save_sharded(const TrainState& state, std::ostream& console) 
   const auto outcomes =
       group_.gather(fmt::format("save_shards/{}", ++exchanges_), encode_shard_outcome(mine));
   std::string outcome;
-  if (group_.rank() == 0)
-    outcome = finish_sharded_save(state, states, outcomes, start, should_abort, console);
+  if (group_.rank() == 0) {
+    try {
+      outcome = finish_sharded_save(state, states, outcomes, start, should_abort, console);
+    } catch (const std::exception& e) {  // a rank's report unreadable: the others must hear it
+      abandon_checkpoint_write(folder_, step);
+      outcome = fmt::format("failed\nrank 0: {}", e.what());
+    }
+  }
   outcome = group_.broadcast(fmt::format("save_end/{}", ++exchanges_), outcome);
   if (outcome.empty()) {
     last_saved_step_ = step;
