@@ -139,7 +139,7 @@ TEST_CASE(
 
 TEST_CASE(
     "fsdp: training.mixed_precision_reduce = bfloat16 reduce-scatters in bfloat16 (and sums over "
-    "HSDP's replicas): close to float32's steps but not their bits; batch_invariant refuses it",
+    "HSDP's replicas): close to float32's steps but not their bits, and batch_invariant refuses it",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_bf16_reduce");
   const std::string args = tokens_dataset(dir) + " --training.global_batch_size 16";
@@ -252,7 +252,7 @@ TEST_CASE(
 
 TEST_CASE(
     "fsdp: the shard degree replicates where the run reads the whole model between steps, "
-    "naming why; a replicate degree beside it is HSDP",
+    "naming why, and a replicate degree beside it is HSDP",
     "[config]") {
   Config config;
   DataParallelPlan plan = data_parallel_plan(config, 4);  // shard -1 fills the world
