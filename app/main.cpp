@@ -8,6 +8,7 @@
 
 #include "app/compare.h"
 #include "app/export.h"
+#include "app/replay.h"
 #include "app/tokenize.h"
 #include "app/train_command.h"
 #include "util/error.h"
@@ -32,6 +33,10 @@ int export_command(const std::vector<std::string>& args, std::ostream& out) {
   return titan::run_export({args.begin() + 1, args.end()}, out);
 }
 
+int replay_command(const std::vector<std::string>& args, std::ostream& out) {
+  return titan::run_replay({args.begin() + 1, args.end()}, out, std::cerr);
+}
+
 int tokenize_command(const std::vector<std::string>& args, std::ostream& out) {
   return titan::run_tokenize({args.begin() + 1, args.end()}, out, std::cerr);
 }
@@ -40,6 +45,7 @@ const Subcommand kSubcommands[] = {
     {"train", titan::run_train_command},
     {"compare", compare_command},
     {"export", export_command},
+    {"replay", replay_command},
     {"tokenize", tokenize_command},
 };
 

@@ -95,4 +95,39 @@ std::shared_ptr<BlockOutputHook> bfloat16_rounding(int64_t step, int64_t layer) 
   return std::make_shared<Bfloat16Rounding>(step, layer);
 }
 
+namespace {
+
+constexpr const char* kScaling = "titan::test_scaling";
+
+class Scaling : public BlockOutputHook {
+ public:
+  Scaling(int64_t step, int64_t layer, double factor)
+      : step_(step), layer_(layer), scale_([factor](const std::vector<c10::IValue>& inputs) {
+          const at::Tensor& x = inputs.at(0).toTensor();
+          if (x.scalar_type() != at::kFloat) return x.clone();
+          return x * static_cast<float>(factor);
+        }) {
+    register_observed_op(kScaling, scale_);
+  }
+
+  void on_block_output(int64_t step, int64_t layer, at::Tensor& output) override {
+    if (step != step_ || layer != layer_) return;
+    const at::Tensor x = output;
+    output = observed_as_one_op(kScaling, {x}, [&] {
+      at::DisableRecordFunctionGuard inside;
+      return scale_({x});
+    });
+  }
+
+ private:
+  int64_t step_, layer_;
+  ObservedOpFunction scale_;
+};
+
+}  // namespace
+
+std::shared_ptr<BlockOutputHook> scaled_output(int64_t step, int64_t layer, double factor) {
+  return std::make_shared<Scaling>(step, layer, factor);
+}
+
 }  // namespace titan::test

@@ -25,4 +25,10 @@ std::shared_ptr<BlockOutputHook> infinity_fault(int64_t step, int64_t layer, boo
 // unchanged. A precision step's run loses precision there and its reference does not.
 std::shared_ptr<BlockOutputHook> bfloat16_rounding(int64_t step, int64_t layer);
 
+// At `step`, block `layer`'s output goes through one more op inside the block's trace,
+// "titan::test_scaling": float32 values multiplied by `factor` (1: unchanged, bit for bit),
+// float64 values unchanged. The op is registered for re-execution with this factor (the last
+// hook made decides), so a precision measure's added error of the op is |factor - 1|.
+std::shared_ptr<BlockOutputHook> scaled_output(int64_t step, int64_t layer, double factor);
+
 }  // namespace titan::test

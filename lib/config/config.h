@@ -245,6 +245,9 @@ struct DebugConfig {
   RerunAction rerun_action = RerunAction::kStop;
   std::vector<int64_t> precision_steps;  // steps executed again in precision_reference
   PrecisionReference precision_reference = PrecisionReference::kFloat64;
+  // Steps captured (state, batch, machine, op trace) for `titan-train replay` elsewhere.
+  std::vector<int64_t> capture_steps;
+  CpuKernels cpu_kernels = CpuKernels::kFused;  // titan's fused CPU kernels, or ATen's ops
   GradNormAccumulate grad_norm_accumulate = GradNormAccumulate::kFloat32;
   // The same bits whatever the thread count, ranks or micro-batch split of the global batch.
   bool batch_invariant = false;
@@ -298,8 +301,8 @@ int64_t data_parallel_degree(const Config& config, int64_t world_size);
 // the CPU.
 bool uses_bf16_autocast(MixedPrecision precision, bool on_cuda);
 
-// Refuses (ConfigError naming the key) debug.precision_steps in a run of several processes, and a
-// debug.precision_reference that is the run's own precision.
+// Refuses (ConfigError naming the key) debug.precision_steps or debug.capture_steps in a run of
+// several processes, and a debug.precision_reference that is the run's own precision.
 void check_precision_steps(const Config& config, int64_t world_size, bool on_cuda);
 
 // Refuses (ConfigError naming the key) checkpoint.create_seed_checkpoint in a run of several

@@ -53,6 +53,8 @@ enum class RerunAction { kStop, kSkip, kContinue };
 enum class PrecisionReference { kFloat64, kFloat32 };
 // [debug] grad_norm_accumulate: the dtype of the gradient norm's sum of squares.
 enum class GradNormAccumulate { kFloat32, kFloat64 };
+// [debug] cpu_kernels: titan's fused CPU kernels where the CPU has them, or ATen's ops everywhere.
+enum class CpuKernels { kFused, kAten };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
@@ -119,6 +121,8 @@ template <>
 const std::vector<std::string>& enum_names<PrecisionReference>();
 template <>
 const std::vector<std::string>& enum_names<GradNormAccumulate>();
+template <>
+const std::vector<std::string>& enum_names<CpuKernels>();
 template <>
 const std::vector<std::string>& enum_names<TrainingDtype>();
 template <>

@@ -64,6 +64,8 @@ std::string RunFolder::subfolder(RunSubfolder folder) const {
       return path_ + "/rerun";
     case RunSubfolder::kPrecision:
       return path_ + "/precision";
+    case RunSubfolder::kCapture:
+      return path_ + "/capture";
     case RunSubfolder::kAcDebug:
       return path_ + "/ac_debug";
     case RunSubfolder::kProfileTraces:

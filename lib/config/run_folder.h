@@ -12,6 +12,7 @@
 //   <metrics.save_tb_folder>/        TensorBoard event files
 //   rerun/step<N>[.rank<R>].txt      rerun reports
 //   precision/step<N>.{txt,json}     precision attribution reports
+//   capture/step<N>/                 captured steps (debug.capture_steps), for titan-train replay
 //   ac_debug/step<N>_<block>.txt     recompute checker traces (activation_checkpoint.debug)
 //   <profiling.save_traces_folder>/iteration_<N>/rank<R>_trace.json   profiler traces
 //   <profiling.save_memory_snapshot_folder>/iteration_<N>/...          CUDA memory snapshots
@@ -37,6 +38,7 @@ enum class RunSubfolder {
   kTensorBoard,
   kRerun,
   kPrecision,
+  kCapture,
   kAcDebug,
   kProfileTraces,
   kMemorySnapshots,

@@ -280,6 +280,15 @@ void add_debug(Config& c, std::vector<FieldSpec>& out) {
   out.push_back(not_hashed(enum_field("debug", "precision_reference", &d.precision_reference,
                                       "The dtype a precision step is executed again in "
                                       "(float32 only for bfloat16 runs)")));
+  out.push_back(not_hashed(at_least(field("debug", "capture_steps", &d.capture_steps,
+                                          "Steps captured before they run (state, batch, "
+                                          "machine, op trace) in <dump_folder>/capture/step<N>/, "
+                                          "for titan-train replay on another machine or build"),
+                                    1, kMaxSteps)));
+  out.push_back(enum_field("debug", "cpu_kernels", &d.cpu_kernels,
+                           "fused: titan's own CPU kernels (attention, SwiGLU, RMSNorm, AdamW) "
+                           "where the CPU has AVX2 and FMA; aten: ATen's ops everywhere (they "
+                           "round differently)"));
   out.push_back(enum_field("debug", "grad_norm_accumulate", &d.grad_norm_accumulate,
                            "Sum the gradient norm's squares in float32 (PyTorch's "
                            "clip_grad_norm_) or float64 (the exact norm, for reporting and "

@@ -18,6 +18,7 @@
 
 #include "config/limits.h"
 #include "util/blas_threads.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/memory_limit.h"
 
@@ -168,6 +169,8 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   r.world_size = world_size;
   configure_cublas_workspace(d.deterministic, r);  // first: it may refuse the run
 
+  // The kernels decide bits: chosen here, before any model or optimizer is built.
+  set_fused_kernels_allowed(d.cpu_kernels == CpuKernels::kFused);
   check_cpu_threads(config);
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   check_thread_headroom(r.cpu_threads);

@@ -39,7 +39,8 @@ inline const char* const kDeterministicCublasConfigs[] = {":4096:8", ":16:8"};
 // Requires: no CUDA context yet. Seeds the CPU generator and every CUDA device's generator with
 // the [debug] seed (drawn and reported when unset: a multi-process run sets it first, to the
 // seed its ranks agreed on, so that every rank initializes identical weights); sets ATen intra-op
-// and OpenBLAS threads to training.cpu_threads (0 = all cores). With debug.deterministic:
+// and OpenBLAS threads to training.cpu_threads (0 = all cores); allows titan's fused CPU kernels
+// unless debug.cpu_kernels = "aten" (util/cpu_features.h). With debug.deterministic:
 // deterministic algorithms (warn-only per deterministic_warn_only), cuDNN deterministic and no
 // benchmark, and CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment unless the user set a valid
 // value. Throws ConfigError (exit 2) for an invalid CUBLAS_WORKSPACE_CONFIG. With warn-only,

@@ -5,6 +5,7 @@
 #include "instruments/profiler.h"
 #include "instruments/rerun.h"
 #include "instruments/rerun_check.h"
+#include "instruments/step_capture.h"
 #include "instruments/validation.h"
 
 namespace titan {
@@ -41,6 +42,10 @@ std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup&
   }
   if (!config.debug.precision_steps.empty())
     out.push_back(std::make_shared<PrecisionProbe>(config, s.folder, s.args, s.step_options));
+  if (!config.debug.capture_steps.empty()) {
+    out.push_back(
+        std::make_shared<StepCapture>(config, s.folder, s.args, s.step_options, s.machine));
+  }
   if (rerun_armed(config.debug))
     out.push_back(std::make_shared<RerunCheck>(config, s.folder, s.tracer, s.dataset, s.rank));
   if (config.validation.enable) out.push_back(make_validation(s));

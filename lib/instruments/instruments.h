@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct InstrumentSetup {
   uint64_t seed = 0;
   int64_t world = 1;
   std::shared_ptr<const TextEncoder> text_encoder;  // the training text's (null: bytes)
+  // What decides bits beyond the config (fingerprint.log's header and metrics/machine.h), for a
+  // step capture's machine.txt; called when a step is captured.
+  std::function<std::string()> machine;
 };
 
 // Whether the config arms the rerun check: any of its triggers is configured (a rerun check with
@@ -47,7 +51,7 @@ struct InstrumentSetup {
 bool rerun_armed(const DebugConfig& debug);
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
-// per-layer norms, precision attribution, the rerun check, validation, profiling. Writes
+// per-layer norms, precision attribution, step capture, the rerun check, validation, profiling. Writes
 // nothing; throws
 // ConfigError for what an instrument's config or data refuses.
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);

@@ -15,6 +15,7 @@
 #include "util/autocast.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/hash.h"
 #include "util/stopwatch.h"
 
 namespace titan {
@@ -208,10 +209,27 @@ PrecisionProbe::Execution PrecisionProbe::execute(int64_t step, const KeptState&
 PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
                                         const std::vector<Batch>& batches, const StepOutcome& run,
                                         std::ostream& console) {
+  PrecisionReport r = attribute(step, before, batches, &run);
+  for (const auto& note : r.notes) console << "[titan] " << note << "\n";
+  cost_.seconds += r.seconds;
+  ++cost_.count;
+  write_files(r);
+  console << format_precision_summary(r);
+  console.flush();
+  return r;
+}
+
+PrecisionReport PrecisionProbe::attribute(int64_t step, const KeptState& before,
+                                          const std::vector<Batch>& batches,
+                                          const StepOutcome* run_outcome) {
   const auto start = SteadyClock::now();
   const RngState rng_after_step = capture_rng_state();
   Execution again = execute(step, before, batches, false);
   Execution ref = execute(step, before, batches, true);
+  StepOutcome as_run;
+  as_run.loss = again.loss;
+  as_run.grad_norm = again.grad_norm;
+  const StepOutcome& run = run_outcome ? *run_outcome : as_run;
 
   PrecisionReport r;
   r.step = step;
@@ -235,6 +253,7 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
     g.name = again.grads[i].first;
     if (!run_grads[i].defined() || !ref_grads[i].defined()) continue;
     g.error = relative_error(run_grads[i], ref_grads[i]);
+    g.checksum = tensor_checksum(run_grads[i].contiguous());
     const double summed = gradient_norm({run_grads[i]}, options_.grad_norm_accumulate);
     const double exact = gradient_norm({run_grads[i]}, GradNormAccumulate::kFloat64);
     g.norm_rel_error = exact > 0 ? (summed - exact) / exact : 0.0;
@@ -253,10 +272,10 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
         const ac::OpRecord& a = *run_ops[i];
         const ac::OpRecord& x = *ref_ops[i];
         if (std::strcmp(a.name, x.name) != 0) {
-          console << fmt::format(
-              "[titan] precision step {}: layers.{} op #{} is {} in the run but {} in the "
-              "reference: the block's later ops are not compared\n",
-              step, b, i, a.name, x.name);
+          r.notes.push_back(fmt::format(
+              "precision step {}: layers.{} op #{} is {} in the run but {} in the reference: the "
+              "block's later ops are not compared",
+              step, b, i, a.name, x.name));
           break;
         }
         if (!holds_reals(a.value) || !holds_reals(x.value) || a.value.sizes() != x.value.sizes())
@@ -269,6 +288,8 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
         op.dtype = ac::dtype_abbreviation(a.value.scalar_type());
         op.shape = shape_of(a.value);
         op.error = relative_error(a.value, x.value);
+        op.checksum = tensor_checksum(a.value.contiguous());
+        op.norm = a.value.to(at::kDouble).norm().item<double>();
         const at::Tensor alone = run_alone(a, x, options_);
         if (alone.defined() && alone.sizes() == x.value.sizes())
           op.added = relative_error(alone, x.value);
@@ -284,11 +305,6 @@ PrecisionReport PrecisionProbe::measure(int64_t step, const KeptState& before,
   find_worst_op(r);
   restore_rng_state(rng_after_step);
   r.seconds = seconds_since(start);
-  cost_.seconds += r.seconds;
-  ++cost_.count;
-  write_files(r);
-  console << format_precision_summary(r);
-  console.flush();
   return r;
 }
 

@@ -63,6 +63,12 @@ class PrecisionProbe : public Instrument {
   PrecisionReport measure(int64_t step, const KeptState& before, const std::vector<Batch>& batches,
                           const StepOutcome& run, std::ostream& console);
 
+  // measure's executions and comparison alone: writes and prints nothing. With `run` null the
+  // execution in the run's dtype is the run (a replay): its loss and grad_norm are the report's
+  // and reexecution_bitwise is true. Leaves the RNG state as it found it.
+  PrecisionReport attribute(int64_t step, const KeptState& before,
+                            const std::vector<Batch>& batches, const StepOutcome* run);
+
   // The test-only seam of lib/train/numerics_trace.h, applied to both executions' block outputs.
   void set_block_output_hook(std::shared_ptr<BlockOutputHook> hook) { hook_ = std::move(hook); }
 

@@ -33,6 +33,10 @@ struct OpPrecision {
   std::string shape;    // "[4, 512, 256]"
   RelativeError error;  // the run's output
   RelativeError added;  // the op alone
+  // The run's output itself: tensor_checksum of its bytes (contiguous) and its float64 L2 norm,
+  // for comparing two executions that never meet (a capture and its replay).
+  uint64_t checksum = 0;
+  double norm = 0;
 };
 
 struct ScalarPrecision {
@@ -49,6 +53,7 @@ struct GradientPrecision {
   // difference's share of the whole grad_norm's difference: which parameter's sum loses it.
   double norm_rel_error = 0;
   double norm_error_share = 0;
+  uint64_t checksum = 0;  // tensor_checksum of the run's gradient
 };
 
 struct PrecisionReport {
@@ -69,6 +74,7 @@ struct PrecisionReport {
   RelativeError logits;               // micro-batch 0
   std::vector<GradientPrecision> gradients;
   std::optional<size_t> worst_op;  // index into ops: the largest added max_rel
+  std::vector<std::string> notes;  // what could not be compared (the console's warnings)
   double seconds = 0;              // both executions and the ops' re-execution
 };
 

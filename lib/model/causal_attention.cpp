@@ -244,7 +244,7 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
 // What the fused kernel can run: the one test behind attention_kernel_for's choice and
 // fused_causal_attention's check.
 bool fused_kernel_applies(int64_t head_dim, at::ScalarType dtype, at::Device device) {
-  return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat && head_dim >= 8 &&
+  return fused_kernels_enabled() && device.is_cpu() && dtype == at::kFloat && head_dim >= 8 &&
          head_dim % 8 == 0;
 }
 

@@ -18,7 +18,7 @@ using torch::autograd::variable_list;
 constexpr int64_t kGrain = 1 << 15;
 
 bool fused_applies(at::ScalarType dtype, at::Device device) {
-  return cpu_has_avx2_fma() && device.is_cpu() && dtype == at::kFloat;
+  return fused_kernels_enabled() && device.is_cpu() && dtype == at::kFloat;
 }
 
 // Calls fn(begin, end) on disjoint ranges of [0, n) in parallel. The kernels are elementwise, so

@@ -85,7 +85,7 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
 
 bool fused_adamw_applies(const std::vector<at::Tensor>& params,
                          const torch::optim::AdamWOptions& options) {
-  if (!cpu_has_avx2_fma() || options.amsgrad()) return false;
+  if (!fused_kernels_enabled() || options.amsgrad()) return false;
   for (const auto& p : params)
     if (!p.is_cpu() || p.scalar_type() != at::kFloat) return false;
   return true;

@@ -26,7 +26,7 @@ Key state_key(const at::Tensor& p) {
 }  // namespace
 
 AdamWKernel adamw_kernel_for(at::Device device) {
-  return device.is_cpu() && cpu_has_avx2_fma() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
+  return device.is_cpu() && fused_kernels_enabled() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
 }
 
 AdamWKernel adamw_kernel_of(const torch::optim::AdamW& optimizer) {

@@ -10,6 +10,7 @@
 #include "distributed/process_group.h"
 #include "instruments/instruments.h"
 #include "metrics/device_stats.h"
+#include "metrics/machine.h"
 #include "metrics/tensorboard.h"
 #include "optim/optimizer.h"
 #include "train/memory_check.h"
@@ -19,7 +20,6 @@
 #include "util/malloc_tuning.h"
 
 namespace titan {
-namespace {
 
 ModelArgs model_args_for(const Config& config) {
   ModelArgs args = model_args_for_flavor(config.model.flavor);
@@ -39,8 +39,6 @@ StepOptions step_options_for(const RunContext& context) {
   options.batch_invariant = context.config.debug.batch_invariant;
   return options;
 }
-
-}  // namespace
 
 void check_config_for_run(const Config& config) {
   plan_run(config, MachineCheck::kIntended);
@@ -153,12 +151,20 @@ RunParts::RunParts(const RunContext& run_context)
   setup.tracer = tracer;
   setup.seed = context.determinism.seed;
   setup.text_encoder = text.encoder;
+  setup.machine = [this] {
+    return FingerprintLog::format_header(fingerprint_header()) + machine_details(context.device);
+  };
   instruments = make_instruments(setup);
 }
 
 RunParts::~RunParts() = default;
 
 FingerprintHeader RunParts::fingerprint_header() const {
+  return fingerprint_header_for(context, kernels, adamw_kernel_of(*optimizer), text.fingerprint);
+}
+
+FingerprintHeader fingerprint_header_for(const RunContext& context, const ModelKernels& kernels,
+                                         AdamWKernel adamw, const std::string& tokenizer) {
   const c10::Device& device = context.device;
   return FingerprintHeader{device.is_cuda() ? "cuda" : "cpu",
                            hardware_name(device),
@@ -167,9 +173,9 @@ FingerprintHeader RunParts::fingerprint_header() const {
                            to_string(kernels.attention),
                            to_string(kernels.swiglu),
                            to_string(kernels.rms_norm),
-                           to_string(adamw_kernel_of(*optimizer)),
+                           to_string(adamw),
                            context.process_group->numerics_settings(),
-                           text.fingerprint};
+                           tokenizer};
 }
 
 }  // namespace titan

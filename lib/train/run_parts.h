@@ -22,6 +22,7 @@
 #include "metrics/fingerprint.h"
 #include "model/kernels.h"
 #include "model/llama.h"
+#include "optim/optimizer.h"
 #include "step/fully_sharded_model.h"
 #include "step/gradient_reducer.h"
 #include "step/step_engine.h"
@@ -69,5 +70,14 @@ struct RunParts {
   StartPoint start;               // where the run starts; its state not yet applied
   uint64_t initial_checksum = 0;  // of the parameters every rank starts from
 };
+
+// The model a config trains (its flavor, with training.seq_len and model.dropout).
+ModelArgs model_args_for(const Config& config);
+// How a context's steps compute (device, autocast, clipping, ranks, batch invariance).
+StepOptions step_options_for(const RunContext& context);
+// fingerprint.log's header for a run of `context` on `kernels` and `adamw`, its text tokenized by
+// `tokenizer` ("" for bytes).
+FingerprintHeader fingerprint_header_for(const RunContext& context, const ModelKernels& kernels,
+                                         AdamWKernel adamw, const std::string& tokenizer);
 
 }  // namespace titan

@@ -1,0 +1,128 @@
+#include "train/replay.h"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/model_checkpoint.h"
+#include "config/loader.h"
+#include "config/run_folder.h"
+#include "instruments/capture_format.h"
+#include "instruments/precision_probe.h"
+#include "metrics/fingerprint.h"
+#include "metrics/machine.h"
+#include "model/kernels.h"
+#include "train/run_context.h"
+#include "train/run_parts.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/stopwatch.h"
+
+namespace titan {
+namespace {
+
+constexpr uint64_t kMaxBatchBytes = uint64_t(1) << 30;
+
+// The captured config with the request's changes; whatever would make the replay write or
+// capture anything is turned off. `hash`: config_hash of the config before those are turned off
+// (the one the capture's machine.txt compares with).
+Config replay_config(const ReplayRequest& request, uint64_t& hash) {
+  Config config;
+  const std::string path = request.capture + "/config.toml";
+  apply_toml(config, read_file(path, kMaxTextFileBytes), path);
+  for (const auto& [name, value] : request.overrides) apply_override(config, name, value);
+  if (request.device) apply_override(config, "training.device", *request.device);
+  hash = config_hash(config);
+  config.debug.capture_steps.clear();
+  config.debug.precision_steps.clear();
+  config.debug.precision_reference = PrecisionReference::kFloat64;
+  config.debug.rerun_on = RerunOn::kNone;
+  config.debug.rerun_steps.clear();
+  config.debug.numerics_trace = NumericsTrace::kNone;
+  config.checkpoint.enable = false;
+  config.validation.enable = false;
+  config.profiling.enable_profiling = false;
+  config.profiling.enable_memory_snapshot = false;
+  validate(config);
+  return config;
+}
+
+// The state before the step: the parameters of the captured checkpoint and its RNG.
+PrecisionProbe::KeptState captured_state(const std::string& capture, const ModelArgs& args) {
+  std::vector<std::string> warnings;
+  const std::string state = capture + "/state";
+  CheckpointContents contents;
+  try {
+    contents = load_checkpoint(resolve_step_folder(state, warnings));
+  } catch (const RuntimeFailure& e) {
+    // Part of the capture's input: damaged means bad input here, as for the other files.
+    throw ConfigError(state, e.what(), "copy the capture again, or capture the step again");
+  }
+  Transformer model(args);
+  check_parameters_match(*model, contents.model, state,
+                         "replay the capture with the model it was made with (model.flavor)");
+  PrecisionProbe::KeptState kept;
+  for (const auto& t : contents.model) kept.params.emplace_back(t.name, t.tensor.to(at::kFloat));
+  kept.rng = contents.state.rng;
+  return kept;
+}
+
+std::string replay_machine(const RunContext& context, const ModelArgs& args,
+                           const StepOptions& options, uint64_t config_hash) {
+  const ModelKernels kernels =
+      model_kernels(args, context.device, options.autocast_bf16 ? at::kBFloat16 : at::kFloat);
+  FingerprintHeader header =
+      fingerprint_header_for(context, kernels, adamw_kernel_for(context.device), "");
+  header.config_hash = config_hash;
+  return FingerprintLog::format_header(header) + machine_details(context.device);
+}
+
+}  // namespace
+
+ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
+                            std::shared_ptr<BlockOutputHook> hook) {
+  const CaptureManifest manifest = check_capture_folder(request.capture);
+  const CaptureRecord captured = parse_capture_record(
+      read_file(request.capture + "/trace.txt", kMaxLogFileBytes), request.capture + "/trace.txt");
+  const std::string machine_path = request.capture + "/machine.txt";
+  const auto capture_machine =
+      parse_machine_description(read_file(machine_path, kMaxTextFileBytes), machine_path);
+  const std::string batch_path = request.capture + "/batch.safetensors";
+  SafetensorsContents batch_file;
+  try {
+    batch_file = parse_safetensors(read_file(batch_path, kMaxBatchBytes), batch_path);
+  } catch (const RuntimeFailure& e) {
+    throw ConfigError(batch_path, e.what(), "copy the capture again, or capture the step again");
+  }
+  std::vector<Batch> batches = batches_of(batch_file.tensors, batch_path);
+  if (captured.step != manifest.step) {
+    throw ConfigError(request.capture + "/trace.txt",
+                      fmt::format("is step {}; the manifest says {}", captured.step, manifest.step),
+                      "the capture is damaged: capture the step again");
+  }
+
+  uint64_t hash = 0;
+  const Config config = replay_config(request, hash);
+  RunContextOptions options;
+  options.measure_peak_flops = false;
+  const RunContext context = build_run_context(config, log, options);
+  const ModelArgs args = model_args_for(context.config);
+  const StepOptions step_options = step_options_for(context);
+  PrecisionProbe::KeptState kept = captured_state(request.capture, args);
+
+  const auto start = SteadyClock::now();
+  PrecisionProbe probe(context.config, RunFolder(context.config), args, step_options);
+  if (hook) probe.set_block_output_hook(hook);
+  const PrecisionReport here = probe.attribute(captured.step, kept, batches, nullptr);
+  const auto replay_machine_map = parse_machine_description(
+      replay_machine(context, args, step_options, hash), "this machine");
+  ReplayReport report =
+      compare_replay(captured, capture_record_of(here), capture_machine, replay_machine_map);
+  report.capture_folder = request.capture;
+  report.captured_by = manifest.titan_version;
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace titan
