@@ -42,11 +42,8 @@ int tokenize_command(const std::vector<std::string>& args, std::ostream& out) {
 }
 
 const Subcommand kSubcommands[] = {
-    {"train", titan::run_train_command},
-    {"compare", compare_command},
-    {"export", export_command},
-    {"replay", replay_command},
-    {"tokenize", tokenize_command},
+    {"train", titan::run_train_command}, {"compare", compare_command},   {"export", export_command},
+    {"replay", replay_command},          {"tokenize", tokenize_command},
 };
 
 int dispatch(std::vector<std::string> args) {

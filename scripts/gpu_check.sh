@@ -19,7 +19,8 @@
 # against 1 (losses within 1e-5); AC full with the bitwise checker runs clean, and with dropout and preserve_rng_state =
 # false exits 3 naming the block; the 1B flavor at seq_len 2048 in bf16: tokens/s and MFU (target
 # >= 40%), the overhead of full AC and of the bitwise checker, peak memory with AC none, full and
-# selective 2.
+# selective 2; a step captured on the CPU replayed on CUDA and the reverse (titan-train replay's
+# first differing op and verdict).
 #
 # Without CUDA (a dry run) the checks that need a GPU are SKIPPED and the others run on the CPU
 # at small sizes; the script then exits 0 unless a check that ran failed. Exit codes: 0 no check
@@ -405,6 +406,39 @@ check_1b() {
   fi
 }
 
+# replay_across NAME FROM TO: a step captured on device FROM, replayed on device TO (float32 on
+# both, so that only the device differs): the report's verdict line, or why it failed.
+replay_across() {
+  local name=$1 from=$2 to=$3 rc t
+  train "$name" 120 --model.flavor debugmodel --training.device "$from" \
+    --training.mixed_precision_param float32 --training.seq_len 128 --training.local_batch_size 2 \
+    --training.steps 2 --debug.seed 42 --debug.capture_steps 2
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    result "capture on $from, replay on $to" "$(why "$name" $rc)" FAIL
+    return
+  fi
+  t=$(limit 120)
+  timeout -k 10 "$t" "$bin" replay "$work/$name/capture/step2" --device "$to" \
+    >"$work/$name.replay.log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 1 ]; then
+    result "capture on $from, replay on $to" \
+      "$(grep -E '^(bitwise identical|parted)' "$work/$name.replay.log" | head -1); first: $(sed -n '/^first op that differs/{n;p;}' "$work/$name.replay.log" | head -1 | tr -s ' '); $(grep -m1 'verdict' "$work/$name.replay.log" | tr -s ' ')" PASS
+  else
+    result "capture on $from, replay on $to" "exit $rc: $(tail -2 "$work/$name.replay.log" | tr '\n' ' ' | cut -c1-200)" FAIL
+  fi
+}
+
+check_capture_replay() {
+  if [ "$cuda" != yes ]; then
+    result "capture on cpu, replay on cuda (and back)" "no CUDA" SKIPPED
+    return
+  fi
+  replay_across capture_cpu cpu cuda
+  replay_across capture_cuda cuda cpu
+}
+
 # --- main -----------------------------------------------------------------------------------
 
 partial_build=no
@@ -438,6 +472,7 @@ check_debug_bf16
 check_determinism
 check_nccl
 check_ac
+check_capture_replay
 check_1b
 check_unit_tests "unit tests, the rest" ctest.log -E '^cuda: '
 write_report

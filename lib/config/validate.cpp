@@ -181,10 +181,9 @@ bool uses_bf16_autocast(MixedPrecision precision, bool on_cuda) {
 void check_precision_steps(const Config& config, int64_t world_size, bool on_cuda) {
   const DebugConfig& d = config.debug;
   if (!d.capture_steps.empty() && world_size > 1) {
-    throw ConfigError(
-        where(config, "debug.capture_steps"),
-        fmt::format("a capture is made in one process; this run has {}", world_size),
-        "capture the step in one process (resume its checkpoint there)");
+    throw ConfigError(where(config, "debug.capture_steps"),
+                      fmt::format("a capture is made in one process; this run has {}", world_size),
+                      "capture the step in one process (resume its checkpoint there)");
   }
   if (d.precision_steps.empty()) return;
   if (world_size > 1) {

@@ -66,8 +66,8 @@ CaptureRecord capture_record_of(const PrecisionReport& report) {
   for (const auto& op : report.ops) {
     std::string shape = op.shape;  // one word in trace.txt: "[2,16,64]"
     shape.erase(std::remove(shape.begin(), shape.end(), ' '), shape.end());
-    c.ops.push_back(
-        {op.micro_batch, op.block, op.index, op.name, op.dtype, shape, op.checksum, op.norm, op.added});
+    c.ops.push_back({op.micro_batch, op.block, op.index, op.name, op.dtype, shape, op.checksum,
+                     op.norm, op.added});
   }
   for (const auto& g : report.gradients) c.gradients.push_back({g.name, g.checksum});
   return c;
@@ -102,7 +102,8 @@ CaptureRecord parse_capture_record(const std::string& text, const std::string& s
   while (std::getline(lines, line)) {
     ++number;
     if (number == 1) {
-      if (line != kTraceMagic) throw refuse(fmt::format("not a capture trace (\"{}\")", kTraceMagic));
+      if (line != kTraceMagic)
+        throw refuse(fmt::format("not a capture trace (\"{}\")", kTraceMagic));
       continue;
     }
     const auto w = split_words(line);
@@ -193,9 +194,10 @@ std::vector<Batch> batches_of(const std::vector<NamedTensor>& tensors, const std
     if (!b.labels.defined() || b.inputs.scalar_type() != at::kLong ||
         b.labels.scalar_type() != at::kLong || b.inputs.dim() != 2 ||
         b.inputs.sizes() != b.labels.sizes()) {
-      throw ConfigError(source, fmt::format("micro-batch {} is not two int64 (B, T) tensors "
-                                            "inputs.{} and labels.{} of one shape",
-                                            m, m, m),
+      throw ConfigError(source,
+                        fmt::format("micro-batch {} is not two int64 (B, T) tensors "
+                                    "inputs.{} and labels.{} of one shape",
+                                    m, m, m),
                         "the capture is damaged: capture the step again");
     }
     out.push_back(std::move(b));
@@ -244,9 +246,10 @@ CaptureManifest check_capture_folder(const std::string& folder) {
       if (w.size() != 3 || fmt::format("{} {}", w[0], w[1]) != kManifestMagic)
         throw ConfigError(where, "not a capture manifest", hint);
       if (w[2] != std::to_string(kCaptureFormat)) {
-        throw ConfigError(where, fmt::format("capture format {}; this build reads format {}",
-                                             w[2], kCaptureFormat),
-                          "replay it with the titan-train that captured it");
+        throw ConfigError(
+            where,
+            fmt::format("capture format {}; this build reads format {}", w[2], kCaptureFormat),
+            "replay it with the titan-train that captured it");
       }
     } else if (w.size() == 2 && w[0] == "titan_train_version") {
       m.titan_version = w[1];
@@ -271,9 +274,10 @@ CaptureManifest check_capture_folder(const std::string& folder) {
         throw ConfigError(path, fmt::format("cannot be read: {}", e.code().message()), hint);
       }
       if (bytes.size() != size) {
-        throw ConfigError(path, fmt::format("holds {} bytes; the manifest says {} (truncated or "
-                                            "altered)",
-                                            bytes.size(), size),
+        throw ConfigError(path,
+                          fmt::format("holds {} bytes; the manifest says {} (truncated or "
+                                      "altered)",
+                                      bytes.size(), size),
                           hint);
       }
       if (hash_bytes(bytes.data(), bytes.size()) != checksum) {

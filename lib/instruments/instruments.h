@@ -51,9 +51,8 @@ struct InstrumentSetup {
 bool rerun_armed(const DebugConfig& debug);
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
-// per-layer norms, precision attribution, step capture, the rerun check, validation, profiling. Writes
-// nothing; throws
-// ConfigError for what an instrument's config or data refuses.
+// per-layer norms, precision attribution, step capture, the rerun check, validation, profiling.
+// Writes nothing; throws ConfigError for what an instrument's config or data refuses.
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);
 
 }  // namespace titan

@@ -103,9 +103,9 @@ void StepCapture::after_step(StepContext& context, StepOutcome& outcome) {
   const std::string folder = final_folder(context.step);
   std::error_code ec;
   try {
-    const PrecisionReport report = probe_.attribute(context.step, *kept_, context.batches, &outcome);
-    write_file_atomically(temp_ + "/trace.txt",
-                          format_capture_record(capture_record_of(report)));
+    const PrecisionReport report =
+        probe_.attribute(context.step, *kept_, context.batches, &outcome);
+    write_file_atomically(temp_ + "/trace.txt", format_capture_record(capture_record_of(report)));
     write_file_atomically(temp_ + "/machine.txt", machine_());
     write_file_atomically(temp_ + "/config.toml", to_toml(run_config_));
     write_capture_manifest(temp_, context.step);
@@ -141,15 +141,14 @@ void StepCapture::after_step(StepContext& context, StepOutcome& outcome) {
 
 std::string StepCapture::cost_line(const RunTotals& totals) const {
   if (cost_.count == 0) return "";
-  const double step_seconds = totals.steps > 0 ? (totals.seconds - cost_.seconds) /
-                                                     static_cast<double>(totals.steps)
-                                               : 0.0;
-  return fmt::format("step captures: {:.2f} s and {:.1f} MiB each ({} step{}), {:.1f}x a step's "
-                     "{:.3f} s",
-                     cost_.per_count(),
-                     static_cast<double>(bytes_) / (1 << 20) / static_cast<double>(cost_.count),
-                     cost_.count, cost_.count == 1 ? "" : "s",
-                     step_seconds > 0 ? cost_.per_count() / step_seconds : 0.0, step_seconds);
+  const double step_seconds =
+      totals.steps > 0 ? (totals.seconds - cost_.seconds) / static_cast<double>(totals.steps) : 0.0;
+  return fmt::format(
+      "step captures: {:.2f} s and {:.1f} MiB each ({} step{}), {:.1f}x a step's "
+      "{:.3f} s",
+      cost_.per_count(), static_cast<double>(bytes_) / (1 << 20) / static_cast<double>(cost_.count),
+      cost_.count, cost_.count == 1 ? "" : "s",
+      step_seconds > 0 ? cost_.per_count() / step_seconds : 0.0, step_seconds);
 }
 
 }  // namespace titan

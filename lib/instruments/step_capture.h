@@ -40,7 +40,7 @@ class StepCapture : public Instrument {
   // Makes capture/; refuses (ConfigError) a step still to run whose capture folder exists: a
   // capture is never overwritten.
   void open_outputs(int64_t resume_step) override;
-  void before_step(StepContext& context) override;  // state and batch
+  void before_step(StepContext& context) override;                       // state and batch
   void after_step(StepContext& context, StepOutcome& outcome) override;  // trace; renamed in place
   std::string cost_line(const RunTotals& totals) const override;
 

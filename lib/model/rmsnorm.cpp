@@ -21,7 +21,8 @@ using torch::autograd::variable_list;
 constexpr int64_t kGrainRows = 128;
 
 bool fused_applies(int64_t dim, at::ScalarType dtype, at::Device device) {
-  return fused_kernels_enabled() && device.is_cpu() && dtype == at::kFloat && dim >= 8 && dim % 8 == 0;
+  return fused_kernels_enabled() && device.is_cpu() && dtype == at::kFloat && dim >= 8 &&
+         dim % 8 == 0;
 }
 
 // The weight gradient: partial sums of fixed row chunks, computed in parallel, then added up in a

@@ -115,8 +115,8 @@ ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
   PrecisionProbe probe(context.config, RunFolder(context.config), args, step_options);
   if (hook) probe.set_block_output_hook(hook);
   const PrecisionReport here = probe.attribute(captured.step, kept, batches, nullptr);
-  const auto replay_machine_map = parse_machine_description(
-      replay_machine(context, args, step_options, hash), "this machine");
+  const auto replay_machine_map =
+      parse_machine_description(replay_machine(context, args, step_options, hash), "this machine");
   ReplayReport report =
       compare_replay(captured, capture_record_of(here), capture_machine, replay_machine_map);
   report.capture_folder = request.capture;

@@ -164,8 +164,8 @@ ReplayReport compare_replay(const CaptureRecord& capture, const CaptureRecord& r
     const CapturedOp& c = capture.ops[i];
     const CapturedOp& x = replay.ops[i];
     if (!same_place(c, x)) {
-      r.structure_difference = fmt::format("op {} of the step is {} in the capture but {} here",
-                                           i, place(c), place(x));
+      r.structure_difference =
+          fmt::format("op {} of the step is {} in the capture but {} here", i, place(c), place(x));
       break;
     }
     ++r.ops_compared;
@@ -203,9 +203,9 @@ ReplayReport compare_replay(const CaptureRecord& capture, const CaptureRecord& r
                  replay.reference_grad_norm};
   auto same_bits = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
   r.identical = r.structure_difference.empty() && r.ops_differing == 0 &&
-                r.gradients_differing == 0 &&
-                capture.gradients.size() == replay.gradients.size() &&
-                same_bits(capture.loss, replay.loss) && same_bits(capture.grad_norm, replay.grad_norm);
+                r.gradients_differing == 0 && capture.gradients.size() == replay.gradients.size() &&
+                same_bits(capture.loss, replay.loss) &&
+                same_bits(capture.grad_norm, replay.grad_norm);
   return r;
 }
 
@@ -218,20 +218,20 @@ std::string format_replay_text(const ReplayReport& r) {
   for (const auto& d : r.machine_differences)
     out += fmt::format("  {}: {} -> {}\n", d.key, d.capture, d.replay);
   if (!r.capture_reexecution_bitwise) {
-    out += "note: the capture's re-execution did not give its run's loss and grad_norm bits; the "
-           "capture describes the re-execution\n";
+    out +=
+        "note: the capture's re-execution did not give its run's loss and grad_norm bits; the "
+        "capture describes the re-execution\n";
   }
   if (r.identical) {
     out += fmt::format("bitwise identical: {} op outputs, {} gradients, the loss and grad_norm\n",
                        r.ops_compared, r.gradients_compared);
   } else {
-    out += fmt::format("parted: {} of {} op outputs differ, {} of {} gradients{}\n",
-                       r.ops_differing, r.ops_compared, r.gradients_differing,
-                       r.gradients_compared,
-                       r.first_gradient_differing.empty()
-                           ? ""
-                           : " (first: " + r.first_gradient_differing + ")");
-    if (!r.structure_difference.empty()) out += "the steps part in structure: " + r.structure_difference + "\n";
+    out += fmt::format(
+        "parted: {} of {} op outputs differ, {} of {} gradients{}\n", r.ops_differing,
+        r.ops_compared, r.gradients_differing, r.gradients_compared,
+        r.first_gradient_differing.empty() ? "" : " (first: " + r.first_gradient_differing + ")");
+    if (!r.structure_difference.empty())
+      out += "the steps part in structure: " + r.structure_difference + "\n";
     if (r.first) out += "first op that differs:\n" + op_text(*r.first, true);
     if (!r.worst.empty()) {
       out += fmt::format("the {} other differing ops whose sides disagree most:\n", r.worst.size());

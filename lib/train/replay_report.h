@@ -27,10 +27,10 @@ enum class Closer { kBothWithinBound, kCapture, kReplay };
 
 struct OpComparison {
   CapturedOp capture, replay;
-  double bound = 0;         // the op's error bound (max rel)
+  double bound = 0;  // the op's error bound (max rel)
   Closer closer = Closer::kBothWithinBound;
-  double factor = 1;        // the larger added error over the smaller
-  bool adds = false;        // its sides' added errors disagree (see above)
+  double factor = 1;           // the larger added error over the smaller
+  bool adds = false;           // its sides' added errors disagree (see above)
   double norm_difference = 0;  // |replay norm - capture norm| / capture norm
 };
 
