@@ -3,12 +3,11 @@
 // judged far from float64, two kernel sets are told apart and judged, and damaged or foreign
 // captures are refused before anything runs.
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
-
-#include <torch/version.h>
 
 #include "catch_torch.h"
 #include "fault_injection.h"
@@ -72,9 +71,10 @@ void flip_byte(const std::string& path, std::streamoff at) {
 
 }  // namespace
 
-TEST_CASE("capture: the same build replays its capture bitwise identical, in each AC mode and "
-          "with micro-batches",
-          "[capture]") {
+TEST_CASE(
+    "capture: the same build replays its capture bitwise identical, in each AC mode and "
+    "with micro-batches",
+    "[capture]") {
   const std::string dir = test::temp_dir("capture_same");
   struct Case {
     AcMode ac;
@@ -118,9 +118,10 @@ TEST_CASE("capture: the run's fingerprint.log is the same with and without a cap
   CHECK(again.output.find("exists: a capture is never overwritten") != std::string::npos);
 }
 
-TEST_CASE("capture: a planted fault is the first op to part, the replay side far from float64, "
-          "and the ops after it inherit",
-          "[capture]") {
+TEST_CASE(
+    "capture: a planted fault is the first op to part, the replay side far from float64, "
+    "and the ops after it inherit",
+    "[capture]") {
   const std::string dir = test::temp_dir("capture_fault");
   const std::string folder =
       capture_step(capture_config(dir), test::scaled_output(2, 0, 1.0));  // the same op, x1
@@ -172,9 +173,10 @@ TEST_CASE("capture: replay judges the side whose op adds more error, whichever s
   CHECK(op.closer == Closer::kBothWithinBound);
 }
 
-TEST_CASE("capture: titan's fused kernels against ATen's: the first op that differs is named and "
-          "both sides are judged",
-          "[capture]") {
+TEST_CASE(
+    "capture: titan's fused kernels against ATen's: the first op that differs is named and "
+    "both sides are judged",
+    "[capture]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("no AVX2 and FMA: the fused kernels never run here");
   const std::string dir = test::temp_dir("capture_kernels");
   const std::string folder = capture_step(capture_config(dir));
@@ -195,9 +197,10 @@ TEST_CASE("capture: titan's fused kernels against ATen's: the first op that diff
   fs::remove_all(dir);
 }
 
-TEST_CASE("capture: replay through the binary: exit 0 identical with text and JSON, exit 2 for a "
-          "damaged, altered or foreign capture, naming the file",
-          "[capture]") {
+TEST_CASE(
+    "capture: replay through the binary: exit 0 identical with text and JSON, exit 2 for a "
+    "damaged, altered or foreign capture, naming the file",
+    "[capture]") {
   const std::string dir = test::temp_dir("capture_binary");
   const auto made = test::run_titan(
       test::tiny_run(dir + "/run", 2, "--training.seq_len 32 --debug.capture_steps 2"));
@@ -285,9 +288,10 @@ TEST_CASE("capture: two OpenBLAS kernel sets are listed as a machine difference 
   fs::remove_all(dir);
 }
 
-TEST_CASE("capture: the committed capture of the libtorch 1.13 build replays here, identical or "
-          "with the first differing op judged",
-          "[capture]") {
+TEST_CASE(
+    "capture: the committed capture of the libtorch 1.13 build replays here, identical or "
+    "with the first differing op judged",
+    "[capture]") {
   // test/data/capture_tiny_step1 (scripts/make_capture_testdata.sh). On the libtorch 2.6 leg
   // this is the replay of another build.
   const std::string folder = test::source_dir() + "/test/data/capture_tiny_step1";
