@@ -194,6 +194,9 @@ TEST_CASE(
   CHECK(r.first->replay.added.max_rel > 0);
   CHECK(r.first->capture.added.max_rel < r.first->bound);  // both round as float32 does
   CHECK(r.first->replay.added.max_rel < r.first->bound);
+  // Every gradient differs; the backward computes the output projection's first.
+  CHECK(r.gradients_differing == r.gradients_compared);
+  CHECK(r.first_gradient_differing == "output.weight");
   fs::remove_all(dir);
 }
 

@@ -196,7 +196,8 @@ ReplayReport compare_replay(const CaptureRecord& capture, const CaptureRecord& r
         capture.gradients[i].name == replay.gradients[i].name)
       continue;
     ++r.gradients_differing;
-    if (r.first_gradient_differing.empty()) r.first_gradient_differing = capture.gradients[i].name;
+    // Gradients are listed in the model's order; the backward computes them from the last.
+    r.first_gradient_differing = capture.gradients[i].name;
   }
   r.loss = {capture.loss, replay.loss, capture.reference_loss, replay.reference_loss};
   r.grad_norm = {capture.grad_norm, replay.grad_norm, capture.reference_grad_norm,
@@ -226,10 +227,12 @@ std::string format_replay_text(const ReplayReport& r) {
     out += fmt::format("bitwise identical: {} op outputs, {} gradients, the loss and grad_norm\n",
                        r.ops_compared, r.gradients_compared);
   } else {
-    out += fmt::format(
-        "parted: {} of {} op outputs differ, {} of {} gradients{}\n", r.ops_differing,
-        r.ops_compared, r.gradients_differing, r.gradients_compared,
-        r.first_gradient_differing.empty() ? "" : " (first: " + r.first_gradient_differing + ")");
+    out +=
+        fmt::format("parted: {} of {} op outputs differ, {} of {} gradients{}\n", r.ops_differing,
+                    r.ops_compared, r.gradients_differing, r.gradients_compared,
+                    r.first_gradient_differing.empty()
+                        ? ""
+                        : " (the first the backward computes: " + r.first_gradient_differing + ")");
     if (!r.structure_difference.empty())
       out += "the steps part in structure: " + r.structure_difference + "\n";
     if (r.first) out += "first op that differs:\n" + op_text(*r.first, true);

@@ -51,7 +51,9 @@ struct ReplayReport {
   bool identical = false;  // every op output, gradient, the loss and grad_norm, bit for bit
   int64_t ops_compared = 0, ops_differing = 0;
   int64_t gradients_compared = 0, gradients_differing = 0;
-  std::string first_gradient_differing;  // "" when none
+  // Of the differing gradients, the one the backward computes first (the last in the model's
+  // order); "" when none.
+  std::string first_gradient_differing;
   // The op lists part in structure (another op, shape or count): said here, comparison stops there.
   std::string structure_difference;
   std::optional<OpComparison> first;  // the first op whose output differs
