@@ -316,3 +316,40 @@ TEST_CASE(
     CHECK(r.output.find("verdict: ") != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "capture: ops recorded on one side only are named, and the ops around them are still "
+    "matched and compared",
+    "[capture]") {
+  // Another libtorch records other ops: here the capture has a reshape the replay does not.
+  auto op = [](int64_t index, const std::string& name, uint64_t checksum) {
+    CapturedOp o;
+    o.block = 0;
+    o.index = index;
+    o.name = name;
+    o.dtype = "f32";
+    o.shape = "[2,16,64]";
+    o.checksum = checksum;
+    o.norm = 1;
+    return o;
+  };
+  CaptureRecord capture, replay;
+  capture.ops = {op(0, "titan::rms_norm", 1), op(2, "aten::matmul", 2), op(39, "aten::reshape", 3),
+                 op(41, "aten::matmul", 4), op(43, "aten::add", 5)};
+  replay.ops = {op(0, "titan::rms_norm", 1), op(2, "aten::matmul", 2), op(43, "aten::matmul", 4),
+                op(45, "aten::add", 6)};
+  const ReplayReport r = compare_replay(capture, replay, {}, {});
+  INFO(format_replay_text(r));
+  CHECK_FALSE(r.identical);
+  CHECK(r.ops_compared == 4);
+  CHECK(r.ops_differing == 1);
+  REQUIRE(r.first.has_value());
+  CHECK(r.first->capture.name == "aten::add");
+  CHECK(r.structure_difference.find("1 ops only in the capture (first: micro-batch 0 layers.0 "
+                                    "op #39 aten::reshape") == 0);
+  CHECK(r.structure_difference.find("0 only here") != std::string::npos);
+  // The same ops on both sides and the same bits: identical, the op indices notwithstanding.
+  replay.ops = capture.ops;
+  replay.ops[3].index = 40;
+  CHECK(compare_replay(capture, replay, {}, {}).identical);
+}

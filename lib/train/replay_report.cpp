@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace titan {
 namespace {
@@ -22,9 +24,40 @@ double unit_roundoff(const std::string& dtype) {
 
 bool same_output(const CapturedOp& a, const CapturedOp& b) { return a.checksum == b.checksum; }
 
-bool same_place(const CapturedOp& a, const CapturedOp& b) {
-  return a.micro_batch == b.micro_batch && a.block == b.block && a.index == b.index &&
-         a.name == b.name && a.dtype == b.dtype && a.shape == b.shape;
+// The same op of the step on both sides: its micro-batch and block, name, dtype and shape. The
+// op index is left out: another libtorch version records other ops around it (a view here, a
+// copy there).
+bool same_kind(const CapturedOp& a, const CapturedOp& b) {
+  return a.micro_batch == b.micro_batch && a.block == b.block && a.name == b.name &&
+         a.dtype == b.dtype && a.shape == b.shape;
+}
+
+using OpPair = std::pair<const CapturedOp*, const CapturedOp*>;
+
+// The two sides' ops matched in order (a longest common subsequence of same_kind ops); an op of
+// one side without a match is paired with null. Blocks hold tens of ops, so the quadratic table
+// is small.
+std::vector<OpPair> align_ops(const std::vector<CapturedOp>& a, const std::vector<CapturedOp>& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<uint32_t>> lcs(n + 1, std::vector<uint32_t>(m + 1, 0));
+  for (size_t i = n; i-- > 0;) {
+    for (size_t j = m; j-- > 0;) {
+      lcs[i][j] =
+          same_kind(a[i], b[j]) ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  std::vector<OpPair> out;
+  size_t i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && same_kind(a[i], b[j])) {
+      out.emplace_back(&a[i++], &b[j++]);
+    } else if (j == m || (i < n && lcs[i + 1][j] >= lcs[i][j + 1])) {
+      out.emplace_back(&a[i++], nullptr);
+    } else {
+      out.emplace_back(nullptr, &b[j++]);
+    }
+  }
+  return out;
 }
 
 std::string place(const CapturedOp& op) {
@@ -159,24 +192,27 @@ ReplayReport compare_replay(const CaptureRecord& capture, const CaptureRecord& r
       r.machine_differences.push_back({key, "(none)", value});
   }
   std::vector<OpComparison> differing;
-  const size_t n = std::min(capture.ops.size(), replay.ops.size());
-  for (size_t i = 0; i < n; ++i) {
-    const CapturedOp& c = capture.ops[i];
-    const CapturedOp& x = replay.ops[i];
-    if (!same_place(c, x)) {
-      r.structure_difference =
-          fmt::format("op {} of the step is {} in the capture but {} here", i, place(c), place(x));
-      break;
+  std::vector<const CapturedOp*> only_capture, only_replay;
+  for (const auto& [c, x] : align_ops(capture.ops, replay.ops)) {
+    if (!x) {
+      only_capture.push_back(c);
+    } else if (!c) {
+      only_replay.push_back(x);
+    } else {
+      ++r.ops_compared;
+      if (same_output(*c, *x)) continue;
+      OpComparison op{*c, *x};
+      judge_op(op);
+      differing.push_back(op);
     }
-    ++r.ops_compared;
-    if (same_output(c, x)) continue;
-    OpComparison op{c, x};
-    judge_op(op);
-    differing.push_back(op);
   }
-  if (r.structure_difference.empty() && capture.ops.size() != replay.ops.size()) {
-    r.structure_difference = fmt::format("the capture's step has {} ops, this one {}",
-                                         capture.ops.size(), replay.ops.size());
+  if (!only_capture.empty() || !only_replay.empty()) {
+    auto first_of = [](const std::vector<const CapturedOp*>& ops) {
+      return ops.empty() ? std::string() : " (first: " + place(*ops.front()) + ")";
+    };
+    r.structure_difference =
+        fmt::format("{} ops only in the capture{}, {} only here{}", only_capture.size(),
+                    first_of(only_capture), only_replay.size(), first_of(only_replay));
   }
   r.ops_differing = static_cast<int64_t>(differing.size());
   if (!differing.empty()) {
@@ -234,7 +270,8 @@ std::string format_replay_text(const ReplayReport& r) {
                         ? ""
                         : " (the first the backward computes: " + r.first_gradient_differing + ")");
     if (!r.structure_difference.empty())
-      out += "the steps part in structure: " + r.structure_difference + "\n";
+      out += "the steps record different ops (the others are compared): " + r.structure_difference +
+             "\n";
     if (r.first) out += "first op that differs:\n" + op_text(*r.first, true);
     if (!r.worst.empty()) {
       out += fmt::format("the {} other differing ops whose sides disagree most:\n", r.worst.size());

@@ -54,7 +54,8 @@ struct ReplayReport {
   // Of the differing gradients, the one the backward computes first (the last in the model's
   // order); "" when none.
   std::string first_gradient_differing;
-  // The op lists part in structure (another op, shape or count): said here, comparison stops there.
+  // Ops recorded on one side only (another libtorch records other ops: a view, a copy); the rest
+  // are matched in order by micro-batch, block, name, dtype and shape, and compared. "" when none.
   std::string structure_difference;
   std::optional<OpComparison> first;  // the first op whose output differs
   std::vector<OpComparison> worst;    // up to 10 more, the largest disagreements first
