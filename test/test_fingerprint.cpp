@@ -55,15 +55,17 @@ TEST_CASE("fingerprint: two deterministic runs with the same seed write byte-ide
   CHECK_THAT(a, Catch::Contains("\ncpu_threads ") && Catch::Contains("\nseed 11\n") &&
                     Catch::Contains("\ndeterministic true\n") &&
                     Catch::Contains("\nworld_size 1\n"));
-  // The tiny model's heads are 16 wide: the fused kernel where this CPU and libtorch take it.
+  // The tiny model's heads are 16 wide: the fused kernel where this CPU and libtorch take it, at
+  // the widest vectors the CPU has.
+  const std::string widest = cpu_has_avx512() ? "fused_avx512" : "fused_avx2_fma";
 #if TORCH_VERSION_MAJOR >= 2
-  const std::string kernel = cpu_has_avx2_fma() ? "fused_avx2_fma" : "torch_sdpa";
+  const std::string kernel = cpu_has_avx2_fma() ? widest : "torch_sdpa";
 #else
-  const std::string kernel = cpu_has_avx2_fma() ? "fused_avx2_fma" : "blocked_aten";
+  const std::string kernel = cpu_has_avx2_fma() ? widest : "blocked_aten";
 #endif
   // SwiGLU, RMSNorm (the tiny model's dim is 64) and AdamW are fused on any libtorch with such a
   // CPU.
-  const std::string fused = cpu_has_avx2_fma() ? "fused_avx2_fma" : "aten";
+  const std::string fused = cpu_has_avx2_fma() ? widest : "aten";
   CHECK_THAT(a, Catch::Contains("\nblas_kernels ") &&
                     Catch::Contains("\nattention_kernel " + kernel + "\nswiglu_kernel " + fused +
                                     "\nrms_norm_kernel " + fused + "\nadamw_kernel " + fused +

@@ -11,6 +11,7 @@
 #include "model/llama.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
+#include "test_util.h"
 #include "util/blas_threads.h"
 
 using namespace titan;
@@ -159,55 +160,66 @@ TEST_CASE("model: fused causal attention equals the naive formula, values and gr
   }
 }
 
-TEST_CASE("model: fused causal attention is as close to a float64 reference as ATen's float32",
-          "[model]") {
+TEST_CASE(
+    "model: fused causal attention, at each vector width, is as close to a float64 reference as "
+    "ATen's float32",
+    "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(3);
-  // Scores spread over about +-20, so that exp's whole range is used.
-  auto q = (3 * at::randn({2, 4, 200, 16})).requires_grad_(), k = at::randn({2, 4, 200, 16}),
-       v = at::randn({2, 4, 200, 16});
-  auto grad = at::randn({2, 4, 200, 16});
-  auto reference = naive_attention(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble));
-  auto reference_dq = torch::autograd::grad({reference}, {q}, {grad.to(at::kDouble)})[0];
-  auto error = [&](const at::Tensor& out) {
-    auto dq = torch::autograd::grad({out}, {q}, {grad})[0];
-    return std::make_pair((out.to(at::kDouble) - reference).abs().max().item<double>(),
-                          (dq.to(at::kDouble) - reference_dq).abs().max().item<double>());
-  };
-  auto [aten_out, aten_dq] = error(naive_attention(q, k, v));
-  auto [fused_out, fused_dq] = error(fused_causal_attention(q, k, v));
-  INFO("max error against float64: ATen out " << aten_out << " dq " << aten_dq << ", fused out "
-                                              << fused_out << " dq " << fused_dq);
-  CHECK(fused_out <= 2 * aten_out);
-  CHECK(fused_dq <= 2 * aten_dq);
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(3);
+    // Scores spread over about +-20, so that exp's whole range is used.
+    auto q = (3 * at::randn({2, 4, 200, 16})).requires_grad_(), k = at::randn({2, 4, 200, 16}),
+         v = at::randn({2, 4, 200, 16});
+    auto grad = at::randn({2, 4, 200, 16});
+    auto reference = naive_attention(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble));
+    auto reference_dq = torch::autograd::grad({reference}, {q}, {grad.to(at::kDouble)})[0];
+    auto error = [&](const at::Tensor& out) {
+      auto dq = torch::autograd::grad({out}, {q}, {grad})[0];
+      return std::make_pair((out.to(at::kDouble) - reference).abs().max().item<double>(),
+                            (dq.to(at::kDouble) - reference_dq).abs().max().item<double>());
+    };
+    auto [aten_out, aten_dq] = error(naive_attention(q, k, v));
+    auto [fused_out, fused_dq] = error(fused_causal_attention(q, k, v));
+    INFO("max error against float64: ATen out " << aten_out << " dq " << aten_dq << ", fused out "
+                                                << fused_out << " dq " << fused_dq);
+    CHECK(fused_out <= 2 * aten_out);
+    CHECK(fused_dq <= 2 * aten_dq);
+  }
 }
 
 TEST_CASE(
-    "model: fused causal attention reads strided heads and is bitwise the same on 1 and 2 "
+    "model: fused causal attention, at each vector width, reads strided heads and is bitwise the "
+    "same on 1 and 2 "
     "intra-op threads",
     "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(0);
-  // (B, T, H, D) tensors seen as (B, H, T, D), as the model passes them.
-  auto make = [] { return at::randn({2, 301, 4, 16}).transpose(1, 2).requires_grad_(); };
-  auto q = make(), k = make(), v = make();
-  auto grad = at::randn({2, 4, 301, 16});
-  auto run = [&](int threads, bool contiguous) {
-    const int previous = at::get_num_threads();
-    at::set_num_threads(threads);
-    auto qi = contiguous ? q.contiguous() : q, ki = contiguous ? k.contiguous() : k,
-         vi = contiguous ? v.contiguous() : v;
-    auto out = fused_causal_attention(qi, ki, vi);
-    auto grads = torch::autograd::grad({out}, {q, k, v}, {grad});
-    at::set_num_threads(previous);
-    grads.insert(grads.begin(), out);
-    return grads;
-  };
-  auto one = run(1, false), two = run(2, false), packed = run(2, true);
-  for (size_t i = 0; i < one.size(); ++i) {
-    INFO("output " << i << " (0 = attention, then dq, dk, dv)");
-    CHECK(at::equal(one[i], two[i]));
-    CHECK(at::equal(one[i], packed[i]));
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(0);
+    // (B, T, H, D) tensors seen as (B, H, T, D), as the model passes them.
+    auto make = [] { return at::randn({2, 301, 4, 16}).transpose(1, 2).requires_grad_(); };
+    auto q = make(), k = make(), v = make();
+    auto grad = at::randn({2, 4, 301, 16});
+    auto run = [&](int threads, bool contiguous) {
+      const int previous = at::get_num_threads();
+      at::set_num_threads(threads);
+      auto qi = contiguous ? q.contiguous() : q, ki = contiguous ? k.contiguous() : k,
+           vi = contiguous ? v.contiguous() : v;
+      auto out = fused_causal_attention(qi, ki, vi);
+      auto grads = torch::autograd::grad({out}, {q, k, v}, {grad});
+      at::set_num_threads(previous);
+      grads.insert(grads.begin(), out);
+      return grads;
+    };
+    auto one = run(1, false), two = run(2, false), packed = run(2, true);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("output " << i << " (0 = attention, then dq, dk, dv)");
+      CHECK(at::equal(one[i], two[i]));
+      CHECK(at::equal(one[i], packed[i]));
+    }
   }
 }
 
@@ -252,47 +264,61 @@ TEST_CASE("model: fused SwiGLU equals ATen's silu(a) * b, values and gradients",
   }
 }
 
-TEST_CASE("model: fused SwiGLU is as close to a float64 reference as ATen's float32", "[model]") {
+TEST_CASE(
+    "model: fused SwiGLU, at each vector width, is as close to a float64 reference as ATen's "
+    "float32",
+    "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(5);
-  auto a = swiglu_input(50000).requires_grad_(), b = at::randn({50000});
-  auto grad = at::randn({50000});
-  auto reference = at::silu(a.to(at::kDouble)) * b.to(at::kDouble);
-  auto reference_da = torch::autograd::grad({reference}, {a}, {grad.to(at::kDouble)})[0];
-  // Relative to the reference's magnitude, so that large and small elements count alike; below
-  // 1e-6 absolute, since where exp clamps (a < -87.3) silu is about 1e-36 instead of smaller.
-  auto error = [](const at::Tensor& got, const at::Tensor& want) {
-    return ((got.to(at::kDouble) - want).abs() / (want.abs() + 1e-6)).max().item<double>();
-  };
-  auto measure = [&](const at::Tensor& out) {
-    auto da = torch::autograd::grad({out}, {a}, {grad})[0];
-    return std::make_pair(error(out, reference), error(da, reference_da));
-  };
-  auto [aten_out, aten_da] = measure(at::silu(a) * b);
-  auto [fused_out, fused_da] = measure(fused_swiglu(a, b));
-  INFO("max relative error against float64: ATen out "
-       << aten_out << " da " << aten_da << ", fused out " << fused_out << " da " << fused_da);
-  CHECK(fused_out <= 2 * aten_out);
-  CHECK(fused_da <= 2 * aten_da);
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(5);
+    auto a = swiglu_input(50000).requires_grad_(), b = at::randn({50000});
+    auto grad = at::randn({50000});
+    auto reference = at::silu(a.to(at::kDouble)) * b.to(at::kDouble);
+    auto reference_da = torch::autograd::grad({reference}, {a}, {grad.to(at::kDouble)})[0];
+    // Relative to the reference's magnitude, so that large and small elements count alike; below
+    // 1e-6 absolute, since where exp clamps (a < -87.3) silu is about 1e-36 instead of smaller.
+    auto error = [](const at::Tensor& got, const at::Tensor& want) {
+      return ((got.to(at::kDouble) - want).abs() / (want.abs() + 1e-6)).max().item<double>();
+    };
+    auto measure = [&](const at::Tensor& out) {
+      auto da = torch::autograd::grad({out}, {a}, {grad})[0];
+      return std::make_pair(error(out, reference), error(da, reference_da));
+    };
+    auto [aten_out, aten_da] = measure(at::silu(a) * b);
+    auto [fused_out, fused_da] = measure(fused_swiglu(a, b));
+    INFO("max relative error against float64: ATen out "
+         << aten_out << " da " << aten_da << ", fused out " << fused_out << " da " << fused_da);
+    CHECK(fused_out <= 2 * aten_out);
+    CHECK(fused_da <= 2 * aten_da);
+  }
 }
 
-TEST_CASE("model: fused SwiGLU is bitwise the same on 1 and 2 intra-op threads", "[model]") {
+TEST_CASE(
+    "model: fused SwiGLU, at each vector width, is bitwise the same on 1 and 2 intra-op threads",
+    "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(0);
-  auto a = at::randn({4, 300, 211}).requires_grad_(), b = at::randn({4, 300, 211}).requires_grad_();
-  auto grad = at::randn({4, 300, 211});
-  auto run = [&](int threads) {
-    const int previous = at::get_num_threads();
-    at::set_num_threads(threads);
-    auto out = fused_swiglu(a, b);
-    auto grads = torch::autograd::grad({out}, {a, b}, {grad});
-    at::set_num_threads(previous);
-    return std::vector<at::Tensor>{out, grads[0], grads[1]};
-  };
-  auto one = run(1), two = run(2);
-  for (size_t i = 0; i < one.size(); ++i) {
-    INFO("output " << i << " (0 = out, then da, db)");
-    CHECK(at::equal(one[i], two[i]));
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(0);
+    auto a = at::randn({4, 300, 211}).requires_grad_(),
+         b = at::randn({4, 300, 211}).requires_grad_();
+    auto grad = at::randn({4, 300, 211});
+    auto run = [&](int threads) {
+      const int previous = at::get_num_threads();
+      at::set_num_threads(threads);
+      auto out = fused_swiglu(a, b);
+      auto grads = torch::autograd::grad({out}, {a, b}, {grad});
+      at::set_num_threads(previous);
+      return std::vector<at::Tensor>{out, grads[0], grads[1]};
+    };
+    auto one = run(1), two = run(2);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("output " << i << " (0 = out, then da, db)");
+      CHECK(at::equal(one[i], two[i]));
+    }
   }
 }
 
@@ -320,51 +346,64 @@ TEST_CASE("model: fused RMSNorm equals ATen's formula, values and gradients", "[
   }
 }
 
-TEST_CASE("model: fused RMSNorm is as close to a float64 reference as ATen's float32", "[model]") {
+TEST_CASE(
+    "model: fused RMSNorm, at each vector width, is as close to a float64 reference as ATen's "
+    "float32",
+    "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(6);
-  auto x = (3 * at::randn({2048, 256})).requires_grad_();
-  auto weight = (1 + 0.1 * at::randn({256})).requires_grad_();
-  auto grad = at::randn({2048, 256});
-  auto reference = aten_rms_norm(x.to(at::kDouble), weight.to(at::kDouble), 1e-5);
-  auto reference_grads = torch::autograd::grad({reference}, {x, weight}, {grad.to(at::kDouble)});
-  // In float ulps of the reference's largest element: dw's elements are sums of 2048 rows (about
-  // 100), where ATen's error is half an ulp and any other order of adding is likely one.
-  auto error = [](const at::Tensor& got, const at::Tensor& want) {
-    const double ulp = std::ldexp(1.0, std::ilogb(want.abs().max().item<double>()) - 23);
-    return (got.to(at::kDouble) - want).abs().max().item<double>() / ulp;
-  };
-  auto measure = [&](const at::Tensor& out) {
-    auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
-    return std::vector<double>{error(out, reference), error(grads[0], reference_grads[0]),
-                               error(grads[1], reference_grads[1])};
-  };
-  auto aten = measure(aten_rms_norm(x, weight, 1e-5));
-  auto fused = measure(fused_rms_norm(x, weight, 1e-5));
-  for (size_t i = 0; i < aten.size(); ++i) {
-    INFO("output " << i << " (0 = y, then dx, dw): max error against float64, in ulps: ATen "
-                   << aten[i] << ", fused " << fused[i]);
-    CHECK(fused[i] <= std::max(2 * aten[i], 1.0));
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(6);
+    auto x = (3 * at::randn({2048, 256})).requires_grad_();
+    auto weight = (1 + 0.1 * at::randn({256})).requires_grad_();
+    auto grad = at::randn({2048, 256});
+    auto reference = aten_rms_norm(x.to(at::kDouble), weight.to(at::kDouble), 1e-5);
+    auto reference_grads = torch::autograd::grad({reference}, {x, weight}, {grad.to(at::kDouble)});
+    // In float ulps of the reference's largest element: dw's elements are sums of 2048 rows (about
+    // 100), where ATen's error is half an ulp and any other order of adding is likely one.
+    auto error = [](const at::Tensor& got, const at::Tensor& want) {
+      const double ulp = std::ldexp(1.0, std::ilogb(want.abs().max().item<double>()) - 23);
+      return (got.to(at::kDouble) - want).abs().max().item<double>() / ulp;
+    };
+    auto measure = [&](const at::Tensor& out) {
+      auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
+      return std::vector<double>{error(out, reference), error(grads[0], reference_grads[0]),
+                                 error(grads[1], reference_grads[1])};
+    };
+    auto aten = measure(aten_rms_norm(x, weight, 1e-5));
+    auto fused = measure(fused_rms_norm(x, weight, 1e-5));
+    for (size_t i = 0; i < aten.size(); ++i) {
+      INFO("output " << i << " (0 = y, then dx, dw): max error against float64, in ulps: ATen "
+                     << aten[i] << ", fused " << fused[i]);
+      CHECK(fused[i] <= std::max(2 * aten[i], 1.0));
+    }
   }
 }
 
-TEST_CASE("model: fused RMSNorm is bitwise the same on 1 and 2 intra-op threads", "[model]") {
+TEST_CASE(
+    "model: fused RMSNorm, at each vector width, is bitwise the same on 1 and 2 intra-op threads",
+    "[model]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
-  torch::manual_seed(0);
-  auto x = at::randn({4, 333, 256}).requires_grad_();
-  auto weight = at::randn({256}).requires_grad_();
-  auto grad = at::randn({4, 333, 256});
-  auto run = [&](int threads) {
-    const int previous = at::get_num_threads();
-    at::set_num_threads(threads);
-    auto out = fused_rms_norm(x, weight, 1e-5);
-    auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
-    at::set_num_threads(previous);
-    return std::vector<at::Tensor>{out, grads[0], grads[1]};
-  };
-  auto one = run(1), two = run(2);
-  for (size_t i = 0; i < one.size(); ++i) {
-    INFO("output " << i << " (0 = y, then dx, dw)");
-    CHECK(at::equal(one[i], two[i]));
+  for (VectorIsa isa : test::vector_isas_here()) {
+    INFO("vector width " << test::isa_name(isa));
+    test::VectorIsaScope width(isa);
+    torch::manual_seed(0);
+    auto x = at::randn({4, 333, 256}).requires_grad_();
+    auto weight = at::randn({256}).requires_grad_();
+    auto grad = at::randn({4, 333, 256});
+    auto run = [&](int threads) {
+      const int previous = at::get_num_threads();
+      at::set_num_threads(threads);
+      auto out = fused_rms_norm(x, weight, 1e-5);
+      auto grads = torch::autograd::grad({out}, {x, weight}, {grad});
+      at::set_num_threads(previous);
+      return std::vector<at::Tensor>{out, grads[0], grads[1]};
+    };
+    auto one = run(1), two = run(2);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("output " << i << " (0 = y, then dx, dw)");
+      CHECK(at::equal(one[i], two[i]));
+    }
   }
 }

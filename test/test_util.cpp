@@ -104,4 +104,19 @@ std::unique_ptr<InProcessRun> start_run(const Config& config) {
   return run;
 }
 
+std::vector<VectorIsa> vector_isas_here() {
+  std::vector<VectorIsa> isas;
+  if (cpu_has_avx2_fma()) isas.push_back(VectorIsa::kAvx2);
+  if (cpu_has_avx512()) isas.push_back(VectorIsa::kAvx512);
+  return isas;
+}
+
+VectorIsaScope::VectorIsaScope(VectorIsa isa) {
+  set_fused_kernels(isa == VectorIsa::kAvx2 ? FusedKernels::kAvx2Only : FusedKernels::kWidest);
+}
+
+VectorIsaScope::~VectorIsaScope() { set_fused_kernels(FusedKernels::kWidest); }
+
+const char* isa_name(VectorIsa isa) { return isa == VectorIsa::kAvx512 ? "avx512" : "avx2"; }
+
 }  // namespace titan::test

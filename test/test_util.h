@@ -4,10 +4,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "train/run.h"
 #include "train/trainer.h"
+#include "util/cpu_features.h"
 
 namespace titan::test {
 
@@ -61,5 +63,22 @@ struct InProcessRun {
   Trainer* trainer = nullptr;  // run's
 };
 std::unique_ptr<InProcessRun> start_run(const Config& config);
+
+// The vector widths titan's fused kernels can run at on this CPU: AVX2, and AVX-512 where it has
+// that; none without AVX2 and FMA.
+std::vector<VectorIsa> vector_isas_here();
+
+// Holds the fused kernels to `isa` (set_fused_kernels) while it lives; then back to the widest,
+// the default. Requires `isa` in vector_isas_here().
+class VectorIsaScope {
+ public:
+  explicit VectorIsaScope(VectorIsa isa);
+  ~VectorIsaScope();
+  VectorIsaScope(const VectorIsaScope&) = delete;
+  VectorIsaScope& operator=(const VectorIsaScope&) = delete;
+};
+
+// "avx2" or "avx512", for a test's INFO.
+const char* isa_name(VectorIsa isa);
 
 }  // namespace titan::test

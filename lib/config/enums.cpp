@@ -23,6 +23,6 @@ TITAN_ENUM_NAMES(RerunOn, "none", "nan", "spike", "both")
 TITAN_ENUM_NAMES(RerunAction, "stop", "skip", "continue")
 TITAN_ENUM_NAMES(PrecisionReference, "float64", "float32")
 TITAN_ENUM_NAMES(GradNormAccumulate, "float32", "float64")
-TITAN_ENUM_NAMES(CpuKernels, "fused", "aten")
+TITAN_ENUM_NAMES(CpuKernels, "fused", "fused_avx2", "aten")
 
 }  // namespace titan

@@ -53,8 +53,9 @@ enum class RerunAction { kStop, kSkip, kContinue };
 enum class PrecisionReference { kFloat64, kFloat32 };
 // [debug] grad_norm_accumulate: the dtype of the gradient norm's sum of squares.
 enum class GradNormAccumulate { kFloat32, kFloat64 };
-// [debug] cpu_kernels: titan's fused CPU kernels where the CPU has them, or ATen's ops everywhere.
-enum class CpuKernels { kFused, kAten };
+// [debug] cpu_kernels: titan's fused CPU kernels at the widest vectors the CPU has, the same held
+// to AVX2, or ATen's ops everywhere.
+enum class CpuKernels { kFused, kFusedAvx2, kAten };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)

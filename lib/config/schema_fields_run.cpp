@@ -287,8 +287,9 @@ void add_debug(Config& c, std::vector<FieldSpec>& out) {
                                     1, kMaxSteps)));
   out.push_back(enum_field("debug", "cpu_kernels", &d.cpu_kernels,
                            "fused: titan's own CPU kernels (attention, SwiGLU, RMSNorm, AdamW) "
-                           "where the CPU has AVX2 and FMA; aten: ATen's ops everywhere (they "
-                           "round differently)"));
+                           "where the CPU has AVX2 and FMA, on AVX-512 where it has that; "
+                           "fused_avx2: the same held to AVX2 (same bits, to test or time that "
+                           "path); aten: ATen's ops everywhere (they round differently)"));
   out.push_back(enum_field("debug", "grad_norm_accumulate", &d.grad_norm_accumulate,
                            "Sum the gradient norm's squares in float32 (PyTorch's "
                            "clip_grad_norm_) or float64 (the exact norm, for reporting and "

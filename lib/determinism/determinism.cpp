@@ -170,7 +170,9 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   configure_cublas_workspace(d.deterministic, r);  // first: it may refuse the run
 
   // The kernels decide bits: chosen here, before any model or optimizer is built.
-  set_fused_kernels_allowed(d.cpu_kernels == CpuKernels::kFused);
+  set_fused_kernels(d.cpu_kernels == CpuKernels::kAten        ? FusedKernels::kOff
+                    : d.cpu_kernels == CpuKernels::kFusedAvx2 ? FusedKernels::kAvx2Only
+                                                              : FusedKernels::kWidest);
   check_cpu_threads(config);
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   check_thread_headroom(r.cpu_threads);

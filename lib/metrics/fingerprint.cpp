@@ -16,6 +16,9 @@ std::string hex_float(double v) { return fmt::format("{:a}", v); }
 
 uint64_t config_hash(const Config& config) {
   Config copy = config;
+  // The fused kernels' vector width changes no bit (util/simd_vectors.h): fused_avx2 hashes as
+  // fused, and the header's kernel lines name the width.
+  if (copy.debug.cpu_kernels == CpuKernels::kFusedAvx2) copy.debug.cpu_kernels = CpuKernels::kFused;
   std::string text;
   for (auto& f : config_fields(copy)) {
     if (f.excluded_from_hash) continue;

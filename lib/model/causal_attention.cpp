@@ -198,10 +198,11 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
     HeadBlocks weights(heads, ak::packed_row_offset(T), q.options());
     const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
     float *out_p = out.data_ptr<float>(), *inverse_p = inverse_sums.data_ptr<float>();
+    const VectorIsa isa = fused_kernel_isa();
     for_each_head_range(heads, [&](int64_t first, int64_t count) {
       std::vector<float> scratch(static_cast<size_t>(ak::forward_scratch_floats(T, D)));
       for (int64_t h = first; h < first + count; ++h)
-        ak::forward_head(head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
+        ak::forward_head(isa, head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
                          head_rows<ak::Rows>(vp, v, h), scale, T, D,
                          head_rows<ak::MutableRows>(out_p, out, h), weights.of_head(h),
                          inverse_p + h * T, scratch.data());
@@ -209,6 +210,7 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
     variable_list saved = {q, k, v, out, inverse_sums};
     saved.insert(saved.end(), weights.tensors().begin(), weights.tensors().end());
     ctx->save_for_backward(saved);
+    ctx->saved_data["isa"] = static_cast<int64_t>(isa);  // the backward runs the same build
     return out;
   }
 
@@ -227,10 +229,11 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
                 *op = out.data_ptr<float>(), *gp = grad_out.data_ptr<float>(),
                 *inverse_p = inverse_sums.data_ptr<float>();
     float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
+    const auto isa = static_cast<VectorIsa>(ctx->saved_data["isa"].toInt());
     for_each_head_range(heads, [&](int64_t first, int64_t count) {
       std::vector<float> scratch(static_cast<size_t>(ak::backward_scratch_floats(T, D)));
       for (int64_t h = first; h < first + count; ++h)
-        ak::backward_head(head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
+        ak::backward_head(isa, head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
                           head_rows<ak::Rows>(vp, v, h), head_rows<ak::Rows>(op, out, h),
                           head_rows<ak::Rows>(gp, grad_out, h), weights.of_head(h),
                           inverse_p + h * T, scale, T, D, head_rows<ak::MutableRows>(dqp, dq, h),
@@ -288,7 +291,10 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device) {
   // On libtorch 2.x too: Debian's 2.6 CPU scaled_dot_product_attention (its flash kernel) falls
   // from 3,351-4,613 tokens/s at seq_len 256 to 46-170 at 512 on the debug model.
-  if (fused_kernel_applies(head_dim, dtype, device)) return AttentionKernel::kFusedAvx2;
+  if (fused_kernel_applies(head_dim, dtype, device)) {
+    return fused_kernel_isa() == VectorIsa::kAvx512 ? AttentionKernel::kFusedAvx512
+                                                    : AttentionKernel::kFusedAvx2;
+  }
 #if TORCH_VERSION_MAJOR >= 2
   return AttentionKernel::kTorchSdpa;
 #else
@@ -311,6 +317,7 @@ at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   switch (attention_kernel_for(q.size(3), q.scalar_type(), q.device())) {
     case AttentionKernel::kFusedAvx2:
+    case AttentionKernel::kFusedAvx512:
       return fused_causal_attention(q, k, v);
     case AttentionKernel::kBlockedAten:
       // One op with its copies to contiguous inside, as the fused kernel's (traces align).
@@ -326,6 +333,6 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 #endif
 }
 
-TITAN_ENUM_NAMES(AttentionKernel, "fused_avx2_fma", "blocked_aten", "torch_sdpa")
+TITAN_ENUM_NAMES(AttentionKernel, "fused_avx2_fma", "fused_avx512", "blocked_aten", "torch_sdpa")
 
 }  // namespace titan

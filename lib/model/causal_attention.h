@@ -21,12 +21,13 @@ namespace titan {
 // Which implementation causal_attention runs. They agree to float rounding, not bitwise.
 enum class AttentionKernel {
   kFusedAvx2,    // attention_kernels.h: float on an AVX2+FMA CPU, D a multiple of 8 (any libtorch)
+  kFusedAvx512,  // the same kernels (same bits) at AVX-512's width, where the CPU has it
   kBlockedAten,  // blocked_causal_attention: libtorch 1.13 otherwise
   kTorchSdpa,    // at::scaled_dot_product_attention: libtorch 2.x otherwise (CUDA among them)
 };
 AttentionKernel attention_kernel_for(int64_t head_dim, at::ScalarType dtype, at::Device device);
-// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "blocked_aten",
-// "torch_sdpa".
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "fused_avx512",
+// "blocked_aten", "torch_sdpa".
 template <>
 const std::vector<std::string>& enum_names<AttentionKernel>();
 
@@ -39,8 +40,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     int64_t block = 128);
 
-// The kFusedAvx2 implementation (tests compare it with the others). Requires what
-// attention_kernel_for checks for kFusedAvx2, and q, k, v of one shape; throws otherwise.
+// The fused implementation, at fused_kernel_isa()'s width (tests compare it with the others).
+// Requires what attention_kernel_for checks for the fused kernels, and q, k, v of one shape;
+// throws otherwise.
 // Its output is contiguous; its gradients are (B, H, T, D) views of tensors laid out (B, T, H, D).
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 

@@ -27,16 +27,17 @@ bool fused_applies(int64_t dim, at::ScalarType dtype, at::Device device) {
 
 // The weight gradient: partial sums of fixed row chunks, computed in parallel, then added up in a
 // fixed order, so that the result does not depend on the thread count.
-at::Tensor weight_gradient(const float* x, const float* rstd, const float* gy, int64_t rows,
-                           int64_t C, const at::TensorOptions& options) {
+at::Tensor weight_gradient(VectorIsa isa, const float* x, const float* rstd, const float* gy,
+                           int64_t rows, int64_t C, const at::TensorOptions& options) {
+  const auto chunk_sum = isa == VectorIsa::kAvx512 ? rk::avx512::backward_weight_chunk
+                                                   : rk::avx2::backward_weight_chunk;
   const int64_t chunks = (rows + rk::kWeightChunkRows - 1) / rk::kWeightChunkRows;
   std::vector<float> parts(static_cast<size_t>(std::max<int64_t>(chunks, 1) * C));  // zeros
   at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t first = k * rk::kWeightChunkRows;
       const int64_t count = std::min(rk::kWeightChunkRows, rows - first);
-      rk::backward_weight_chunk(x + first * C, rstd + first, gy + first * C, count, C,
-                                parts.data() + k * C);
+      chunk_sum(x + first * C, rstd + first, gy + first * C, count, C, parts.data() + k * C);
     }
   });
   // Pairwise, so that rounding grows with log(chunks) rather than chunks.
@@ -60,11 +61,14 @@ struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
       auto rstd = at::empty({rows}, xc.options());
       const float *xp = xc.data_ptr<float>(), *wp = wc.data_ptr<float>();
       float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
+      const VectorIsa isa = fused_kernel_isa();
+      const auto kernel = isa == VectorIsa::kAvx512 ? rk::avx512::forward : rk::avx2::forward;
       at::parallel_for(0, rows, kGrainRows, [&](int64_t begin, int64_t end) {
-        rk::forward(xp + begin * C, wp, static_cast<float>(eps), end - begin, C, yp + begin * C,
-                    rp + begin);
+        kernel(xp + begin * C, wp, static_cast<float>(eps), end - begin, C, yp + begin * C,
+               rp + begin);
       });
       ctx->save_for_backward({xc, wc, rstd});
+      ctx->saved_data["isa"] = static_cast<int64_t>(isa);  // the backward runs the same build
       return y;
     })};
   }
@@ -79,11 +83,13 @@ struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const float *xp = x.data_ptr<float>(), *wp = weight.data_ptr<float>(),
                 *rp = rstd.data_ptr<float>(), *gp = gy.data_ptr<float>();
     float* dxp = dx.data_ptr<float>();
+    const auto isa = static_cast<VectorIsa>(ctx->saved_data["isa"].toInt());
+    const auto kernel =
+        isa == VectorIsa::kAvx512 ? rk::avx512::backward_input : rk::avx2::backward_input;
     at::parallel_for(0, rows, kGrainRows, [&](int64_t begin, int64_t end) {
-      rk::backward_input(xp + begin * C, wp, rp + begin, gp + begin * C, end - begin, C,
-                         dxp + begin * C);
+      kernel(xp + begin * C, wp, rp + begin, gp + begin * C, end - begin, C, dxp + begin * C);
     });
-    return {dx, weight_gradient(xp, rp, gp, rows, C, weight.options()), at::Tensor()};
+    return {dx, weight_gradient(isa, xp, rp, gp, rows, C, weight.options()), at::Tensor()};
   }
 };
 
@@ -91,8 +97,9 @@ struct FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
 
 RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::ScalarType weight_dtype,
                                   at::Device device) {
-  return fused_applies(dim, dtype, device) && weight_dtype == dtype ? RmsNormKernel::kFusedAvx2
-                                                                    : RmsNormKernel::kAten;
+  if (!fused_applies(dim, dtype, device) || weight_dtype != dtype) return RmsNormKernel::kAten;
+  return fused_kernel_isa() == VectorIsa::kAvx512 ? RmsNormKernel::kFusedAvx512
+                                                  : RmsNormKernel::kFusedAvx2;
 }
 
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -108,6 +115,7 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   switch (rms_norm_kernel_for(x.size(-1), x.scalar_type(), weight.scalar_type(), x.device())) {
     case RmsNormKernel::kFusedAvx2:
+    case RmsNormKernel::kFusedAvx512:
       return fused_rms_norm(x, weight, eps);
     case RmsNormKernel::kAten:
       break;
@@ -121,6 +129,6 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   });
 }
 
-TITAN_ENUM_NAMES(RmsNormKernel, "fused_avx2_fma", "aten")
+TITAN_ENUM_NAMES(RmsNormKernel, "fused_avx2_fma", "fused_avx512", "aten")
 
 }  // namespace titan

@@ -12,14 +12,16 @@ namespace titan {
 
 // Which implementation rms_norm runs. They agree to float rounding, not bitwise.
 enum class RmsNormKernel {
-  kFusedAvx2,  // rmsnorm_kernels.h: float on a CPU with AVX2+FMA, dim a multiple of 8
-  kAten,       // ATen's ops: any other dtype, device, CPU or dim
+  kFusedAvx2,    // rmsnorm_kernels.h: float on a CPU with AVX2+FMA, dim a multiple of 8
+  kFusedAvx512,  // the same (same bits) at AVX-512's width, where the CPU has it
+  kAten,         // ATen's ops: any other dtype, device, CPU or dim
 };
 // The kernel rms_norm runs for input of last dim `dim` and dtype `dtype` with a weight of
 // `weight_dtype` on `device`.
 RmsNormKernel rms_norm_kernel_for(int64_t dim, at::ScalarType dtype, at::ScalarType weight_dtype,
                                   at::Device device);
-// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "aten".
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "fused_avx512",
+// "aten".
 template <>
 const std::vector<std::string>& enum_names<RmsNormKernel>();
 
@@ -27,8 +29,9 @@ const std::vector<std::string>& enum_names<RmsNormKernel>();
 // dtype. Runs the kernel rms_norm_kernel_for picks.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// The kFusedAvx2 implementation (tests compare it with ATen's). Throws unless
-// rms_norm_kernel_for picks kFusedAvx2 for x and weight, and weight has x's device and last dim.
+// The fused implementation, at fused_kernel_isa()'s width (tests compare it with ATen's). Throws
+// unless rms_norm_kernel_for picks a fused kernel for x and weight, and weight has x's device and
+// last dim.
 // Observers (the recompute checker's op trace, profilers) see it as one op, "titan::rms_norm".
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 

@@ -1,4 +1,5 @@
-// RMSNorm of float rows, hand-vectorized for x86-64 CPUs with AVX2 and FMA.
+// RMSNorm of float rows, hand-vectorized for x86-64 CPUs with AVX2 and FMA, and with AVX-512
+// (same bits) where the CPU has it.
 //
 // Why: ATen's RMSNorm is five elementwise passes forward (pow, mean, add, rsqrt, two products)
 // and about twice as many backward, each over a (tokens, dim) tensor, at every norm of every
@@ -9,7 +10,9 @@
 // pairwise (rmsnorm.cpp). Nothing depends on the thread count; the results differ from ATen's in
 // the last bits.
 //
-// The kernels' translation unit is compiled for AVX2: call nothing here before cpu_has_avx2_fma().
+// Built twice from rmsnorm_kernels_simd.h: avx2:: in a file compiled for AVX2 and FMA, avx512:: in
+// one compiled for AVX-512 too. Call each only when the CPU has what it was built for
+// (util/cpu_features.h).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,9 @@ namespace titan::rmsnorm_kernels {
 // Rows the weight gradient adds up per partial sum (see backward_weight_chunk).
 constexpr int64_t kWeightChunkRows = 16;
 
-// Requires cpu_has_avx2_fma(), C a positive multiple of 8. For rows [0, rows) of x (rows, C):
+namespace avx2 {
+
+// Requires C a positive multiple of 8. For rows [0, rows) of x (rows, C):
 // rstd[n] = 1 / sqrt(mean(x[n]^2) + eps) and y[n] = (x[n] * rstd[n]) * w.
 void forward(const float* x, const float* w, float eps, int64_t rows, int64_t C, float* y,
              float* rstd);
@@ -35,5 +40,17 @@ void backward_input(const float* x, const float* w, const float* rstd, const flo
 // order, of gy[n][c] * x_hat[n][c].
 void backward_weight_chunk(const float* x, const float* rstd, const float* gy, int64_t rows,
                            int64_t C, float* dw_part);
+
+}  // namespace avx2
+
+// The same, for AVX-512.
+namespace avx512 {
+void forward(const float* x, const float* w, float eps, int64_t rows, int64_t C, float* y,
+             float* rstd);
+void backward_input(const float* x, const float* w, const float* rstd, const float* gy,
+                    int64_t rows, int64_t C, float* dx);
+void backward_weight_chunk(const float* x, const float* rstd, const float* gy, int64_t rows,
+                           int64_t C, float* dw_part);
+}  // namespace avx512
 
 }  // namespace titan::rmsnorm_kernels

@@ -36,10 +36,14 @@ struct FusedSwiglu : public torch::autograd::Function<FusedSwiglu> {
       auto out = at::empty(ac.sizes(), ac.options());
       const float *ap = ac.data_ptr<float>(), *bp = bc.data_ptr<float>();
       float* op = out.data_ptr<float>();
+      const VectorIsa isa = fused_kernel_isa();
+      const auto kernel = isa == VectorIsa::kAvx512 ? swiglu_kernels::avx512::forward
+                                                    : swiglu_kernels::avx2::forward;
       for_each_range(ac.numel(), [&](int64_t begin, int64_t end) {
-        swiglu_kernels::forward(ap + begin, bp + begin, end - begin, op + begin);
+        kernel(ap + begin, bp + begin, end - begin, op + begin);
       });
       ctx->save_for_backward({ac, bc});
+      ctx->saved_data["isa"] = static_cast<int64_t>(isa);  // the backward runs the same build
       return out;
     })};
   }
@@ -52,9 +56,11 @@ struct FusedSwiglu : public torch::autograd::Function<FusedSwiglu> {
     auto da = at::empty(a.sizes(), a.options()), db = at::empty(b.sizes(), b.options());
     const float *ap = a.data_ptr<float>(), *bp = b.data_ptr<float>(), *gp = g.data_ptr<float>();
     float *dap = da.data_ptr<float>(), *dbp = db.data_ptr<float>();
+    const auto kernel = static_cast<VectorIsa>(ctx->saved_data["isa"].toInt()) == VectorIsa::kAvx512
+                            ? swiglu_kernels::avx512::backward
+                            : swiglu_kernels::avx2::backward;
     for_each_range(a.numel(), [&](int64_t begin, int64_t end) {
-      swiglu_kernels::backward(ap + begin, bp + begin, gp + begin, end - begin, dap + begin,
-                               dbp + begin);
+      kernel(ap + begin, bp + begin, gp + begin, end - begin, dap + begin, dbp + begin);
     });
     return {da, db};
   }
@@ -63,7 +69,9 @@ struct FusedSwiglu : public torch::autograd::Function<FusedSwiglu> {
 }  // namespace
 
 SwigluKernel swiglu_kernel_for(at::ScalarType dtype, at::Device device) {
-  return fused_applies(dtype, device) ? SwigluKernel::kFusedAvx2 : SwigluKernel::kAten;
+  if (!fused_applies(dtype, device)) return SwigluKernel::kAten;
+  return fused_kernel_isa() == VectorIsa::kAvx512 ? SwigluKernel::kFusedAvx512
+                                                  : SwigluKernel::kFusedAvx2;
 }
 
 at::Tensor fused_swiglu(const at::Tensor& a, const at::Tensor& b) {
@@ -78,6 +86,7 @@ at::Tensor fused_swiglu(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   switch (swiglu_kernel_for(a.scalar_type(), a.device())) {
     case SwigluKernel::kFusedAvx2:
+    case SwigluKernel::kFusedAvx512:
       return fused_swiglu(a, b);
     case SwigluKernel::kAten:
       break;
@@ -86,6 +95,6 @@ at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   return observed_as_one_op("titan::swiglu", {a, b}, [&] { return at::silu(a) * b; });
 }
 
-TITAN_ENUM_NAMES(SwigluKernel, "fused_avx2_fma", "aten")
+TITAN_ENUM_NAMES(SwigluKernel, "fused_avx2_fma", "fused_avx512", "aten")
 
 }  // namespace titan

@@ -1,4 +1,5 @@
-// AdamW's update of one parameter, hand-vectorized for x86-64 CPUs with AVX2 and FMA.
+// AdamW's update of one parameter, hand-vectorized for x86-64 CPUs with AVX2 and FMA, and with
+// AVX-512 (same bits) where the CPU has it.
 //
 // Why: libtorch's AdamW::step makes nine passes over each parameter and its state (decay, two for
 // each moment, sqrt, divide, add eps, addcdiv) and allocates two temporaries: on the debug model's
@@ -8,7 +9,9 @@
 // moments' updates as fused multiply-adds; each element depends only on its own inputs, so the
 // result does not depend on the thread count. It may differ from libtorch's in the last bit.
 //
-// The kernels' translation unit is compiled for AVX2: call nothing here before cpu_has_avx2_fma().
+// Built twice from adamw_kernels_simd.h: avx2:: in a file compiled for AVX2 and FMA, avx512:: in
+// one compiled for AVX-512 too. Call each only when the CPU has what it was built for
+// (util/cpu_features.h).
 #pragma once
 
 #include <cstdint>
@@ -27,9 +30,16 @@ struct StepConstants {
   float minus_step_size;  // -lr / (1 - beta1^step)
 };
 
-// Requires cpu_has_avx2_fma(), n >= 0, and p, m, v of n floats aliasing nothing else. With g the
-// gradient: p *= decay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+namespace avx2 {
+// Requires n >= 0, and p, m, v of n floats aliasing nothing else. With g the gradient:
+// p *= decay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
 // p += minus_step_size * m / (sqrt(v) / sqrt_bias2 + eps).
 void update(float* p, const float* g, float* m, float* v, int64_t n, const StepConstants& c);
+}  // namespace avx2
+
+// The same, for AVX-512.
+namespace avx512 {
+void update(float* p, const float* g, float* m, float* v, int64_t n, const StepConstants& c);
+}  // namespace avx512
 
 }  // namespace titan::adamw_kernels

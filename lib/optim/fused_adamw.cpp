@@ -39,7 +39,7 @@ adamw_kernels::StepConstants step_constants(const torch::optim::AdamWOptions& o,
 
 FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& params,
                        const torch::optim::AdamWOptions& options)
-    : torch::optim::AdamW(params, options) {
+    : torch::optim::AdamW(params, options), isa_(fused_kernel_isa()) {
   TORCH_CHECK(fused_adamw_applies(params, options),
               "FusedAdamW: needs float CPU parameters, no amsgrad, and a CPU with AVX2 and FMA");
 }
@@ -75,8 +75,9 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
             *vp = state.exp_avg_sq().data_ptr<float>();
       const float* gp = grad.data_ptr<float>();
       at::parallel_for(0, p.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        adamw_kernels::update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin,
-                              constants);
+        const auto update = isa_ == VectorIsa::kAvx512 ? adamw_kernels::avx512::update
+                                                       : adamw_kernels::avx2::update;
+        update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, constants);
       });
     }
   }

@@ -26,12 +26,15 @@ Key state_key(const at::Tensor& p) {
 }  // namespace
 
 AdamWKernel adamw_kernel_for(at::Device device) {
-  return device.is_cpu() && fused_kernels_enabled() ? AdamWKernel::kFusedAvx2 : AdamWKernel::kTorch;
+  if (!device.is_cpu() || !fused_kernels_enabled()) return AdamWKernel::kTorch;
+  return fused_kernel_isa() == VectorIsa::kAvx512 ? AdamWKernel::kFusedAvx512
+                                                  : AdamWKernel::kFusedAvx2;
 }
 
 AdamWKernel adamw_kernel_of(const torch::optim::AdamW& optimizer) {
-  return dynamic_cast<const FusedAdamW*>(&optimizer) ? AdamWKernel::kFusedAvx2
-                                                     : AdamWKernel::kTorch;
+  const auto* fused = dynamic_cast<const FusedAdamW*>(&optimizer);
+  if (!fused) return AdamWKernel::kTorch;
+  return fused->isa() == VectorIsa::kAvx512 ? AdamWKernel::kFusedAvx512 : AdamWKernel::kFusedAvx2;
 }
 
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
@@ -41,7 +44,7 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tenso
                      .eps(config.eps)
                      .weight_decay(config.weight_decay);
   const at::Device device = params.empty() ? at::Device(at::kCPU) : params.front().device();
-  if (adamw_kernel_for(device) == AdamWKernel::kFusedAvx2 && fused_adamw_applies(params, options))
+  if (adamw_kernel_for(device) != AdamWKernel::kTorch && fused_adamw_applies(params, options))
     return std::make_unique<FusedAdamW>(params, options);
   return std::make_unique<torch::optim::AdamW>(params, options);
 }
@@ -109,6 +112,6 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
   return total;
 }
 
-TITAN_ENUM_NAMES(AdamWKernel, "fused_avx2_fma", "torch")
+TITAN_ENUM_NAMES(AdamWKernel, "fused_avx2_fma", "fused_avx512", "torch")
 
 }  // namespace titan

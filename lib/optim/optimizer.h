@@ -14,14 +14,16 @@ namespace titan {
 
 // Which implementation of AdamW's step runs. They agree to float rounding, not bitwise.
 enum class AdamWKernel {
-  kFusedAvx2,  // FusedAdamW (fused_adamw.h): parameters on a CPU with AVX2+FMA
-  kTorch,      // torch::optim::AdamW's own step: any other device or CPU
+  kFusedAvx2,    // FusedAdamW (fused_adamw.h): parameters on a CPU with AVX2+FMA
+  kFusedAvx512,  // the same (same bits) at AVX-512's width, where the CPU has it
+  kTorch,        // torch::optim::AdamW's own step: any other device or CPU
 };
 // titan's parameters are float on every device (bf16 autocast computes in bf16, keeps them float).
 AdamWKernel adamw_kernel_for(at::Device device);
 // The kernel `optimizer` (built by build_optimizer) runs: what logs and fingerprint.log report.
 AdamWKernel adamw_kernel_of(const torch::optim::AdamW& optimizer);
-// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "torch".
+// to_string spells it for logs and fingerprint.log's header: "fused_avx2_fma", "fused_avx512",
+// "torch".
 template <>
 const std::vector<std::string>& enum_names<AdamWKernel>();
 
