@@ -1,11 +1,14 @@
-// Forward and backward time of the two CPU attention kernels of libtorch 1.13 builds
-// (model/causal_attention.h), on the same inputs, alternated round by round: the figures
-// scripts/bench_attention.sh reports.
+// Forward and backward time of the CPU attention kernels of libtorch 1.13 builds
+// (model/causal_attention.h): the fused kernels at each vector width the CPU has, and the blocked
+// ATen one, on the same inputs, alternated round by round: the figures scripts/bench_attention.sh
+// reports.
 //
 //   titan-bench-attention HEADS T D ROUNDS THREADS
-// Inputs are (1, HEADS, T, D) views of (1, T, HEADS, D) tensors, as the model passes them. Each
-// round prints "fused_avx2_fma fwd MS bwd MS" and "blocked_aten fwd MS bwd MS"; the first line is
-// "max_abs_diff OUT DQ DK DV" between the kernels' results.
+// Inputs are (1, HEADS, T, D) views of (1, T, HEADS, D) tensors, as the model passes them. The
+// first line is "sgemm_gflops G", the CPU's matmul rate on THREADS threads as titan-train measures
+// it for MFU; the second "max_abs_diff OUT DQ DK DV" between the fused and blocked results. Then
+// each round prints "KERNEL fwd MS bwd MS" for fused_avx512 (where the CPU has AVX-512),
+// fused_avx2_fma and blocked_aten.
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -13,8 +16,10 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "metrics/device_stats.h"
 #include "model/attention_kernels.h"
 #include "model/causal_attention.h"
+#include "util/blas_threads.h"
 #include "util/malloc_tuning.h"
 
 using namespace titan;
@@ -69,20 +74,27 @@ int main(int argc, char** argv) {
   auto make = [&] { return at::randn({1, T, heads, D}).transpose(1, 2).requires_grad_(); };
   auto q = make(), k = make(), v = make();
   auto grad = at::randn({1, heads, T, D});
+  set_blas_threads(threads);  // the sgemm rate on as many threads as the kernels get
+  std::cout << fmt::format("sgemm_gflops {:.2f}\n", peak_flops(at::kCPU) / 1e9);
+  std::vector<std::pair<std::string, VectorIsa>> widths = {{"fused_avx2_fma", VectorIsa::kAvx2}};
+  if (cpu_has_avx512()) widths.insert(widths.begin(), {"fused_avx512", VectorIsa::kAvx512});
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
-    Run fused = run(fused_causal_attention, q, k, v, grad);
-    Run aten = run(blocked, q, k, v, grad);
+    std::vector<std::pair<std::string, Run>> runs;
+    for (const auto& [name, isa] : widths) {
+      set_fused_kernels(isa == VectorIsa::kAvx2 ? FusedKernels::kAvx2Only : FusedKernels::kWidest);
+      runs.emplace_back(name, run(fused_causal_attention, q, k, v, grad));
+    }
+    runs.emplace_back("blocked_aten", run(blocked, q, k, v, grad));
     if (round == 0) {
       std::string diffs;
+      const Run &fused = runs.front().second, &aten = runs.back().second;
       for (size_t i = 0; i < fused.results.size(); ++i)
         diffs +=
             fmt::format(" {:.3g}", (fused.results[i] - aten.results[i]).abs().max().item<float>());
       std::cout << "max_abs_diff" << diffs << "\n";
       continue;
     }
-    std::cout << fmt::format("fused_avx2_fma fwd {:.3f} bwd {:.3f}\n", fused.forward_ms,
-                             fused.backward_ms)
-              << fmt::format("blocked_aten fwd {:.3f} bwd {:.3f}\n", aten.forward_ms,
-                             aten.backward_ms);
+    for (const auto& [name, r] : runs)
+      std::cout << fmt::format("{} fwd {:.3f} bwd {:.3f}\n", name, r.forward_ms, r.backward_ms);
   }
 }
