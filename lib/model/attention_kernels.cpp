@@ -14,7 +14,7 @@ int64_t packed_row_offset(int64_t row) {
 int64_t key_width(int64_t T) { return (T + 15) / 16 * 16; }
 
 int64_t forward_scratch_floats(int64_t T, int64_t D) {
-  return (D + kRowGroup) * key_width(T);  // k transposed, then one group's scores
+  return (D + kMaxRowGroup) * key_width(T);  // k transposed, then one group's scores
 }
 
 int64_t backward_scratch_floats(int64_t T, int64_t D) {

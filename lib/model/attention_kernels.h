@@ -40,8 +40,8 @@ struct MutableRows {
   int64_t row_stride;
 };
 
-// Query rows (or key columns) the kernels keep in registers together.
-constexpr int kRowGroup = 4;
+// The most query rows (or key columns) the kernels keep in registers together (scratch sizes).
+constexpr int kMaxRowGroup = 8;
 // Query rows whose share of the key gradients the backward adds up at once (a multiple of 16).
 constexpr int kPanelRows = 16;
 

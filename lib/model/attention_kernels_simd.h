@@ -28,21 +28,29 @@ void transpose_rows(Rows m, int64_t n, int64_t D, int64_t width, float* bt) {
   }
 }
 
-// The group of query rows [i0, i0 + rows) a kernel call works on. i0 is a multiple of kRowGroup,
-// so every row's keys (0..i0 + r) end in the same 16-key block: key_end, the packed rows' length.
-struct RowGroup {
-  int64_t i0, rows, key_end;
-};
-
-RowGroup row_group(int64_t i0, int64_t T) {
-  const int64_t rows = T - i0 < kRowGroup ? T - i0 : kRowGroup;
-  return {i0, rows, round_up(i0 + rows, kBlockKeys)};
-}
-
 template <typename V>
 struct Kernels {
   using F = typename V::F;
   static constexpr int kRegs = kBlockKeys / V::kLanes;  // vectors a 16-key block takes
+  // Query rows (and, in the key gradients' sums, keys) kept in registers together: at most
+  // kMaxRowGroup, and a divisor of 16. The grouping changes no bit (each element is one chain).
+  // 4 at both widths: on this project's Zen 4 (AVX-512 at half rate, so 4 chains fill the FMA
+  // unit) 8 rows at AVX-512 was slower, forward 4.53 ms against 4.22, backward 7.36 against 6.55
+  // (scripts/bench_attention.sh, 32 heads of 512 x 16, 1 thread).
+  static constexpr int kRows = 4;
+  static_assert(kRows <= kMaxRowGroup && kBlockKeys % kRows == 0);
+
+  // The group of query rows [i0, i0 + rows) a kernel call works on. i0 is a multiple of kRows,
+  // so every row's keys (0..i0 + r) end in the same 16-key block: key_end, the packed rows'
+  // length.
+  struct RowGroup {
+    int64_t i0, rows, key_end;
+  };
+
+  static RowGroup row_group(int64_t i0, int64_t T) {
+    const int64_t rows = T - i0 < kRows ? T - i0 : kRows;
+    return {i0, rows, round_up(i0 + rows, kBlockKeys)};
+  }
 
   // Runs the dot products a[r] . bt[:, j] for R rows and keys [0, key_end), one 16-key block at
   // a time, each one FMA chain over d from 0, and hands each block to epilogue(r, j, vectors).
@@ -53,34 +61,34 @@ struct Kernels {
                                                              const Epilogue& epilogue) {
     for (int64_t j = 0; j < key_end; j += kBlockKeys) {
       F acc[R][kRegs];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < kRegs; ++c) acc[r][c] = V::zero();
       for (int64_t d = 0; d < D; ++d) {
         const float* b = bt + d * width + j;
         F bv[kRegs];
         for (int c = 0; c < kRegs; ++c) bv[c] = V::load(b + c * V::kLanes);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const F x = V::set1(a[r][d]);
           for (int c = 0; c < kRegs; ++c) acc[r][c] = V::fmadd(x, bv[c], acc[r][c]);
         }
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) epilogue(r, j, acc[r]);
     }
   }
 
-  // row_dots over a group of 1 to kRowGroup rows of `a`: epilogue(r, j, vectors) with r the row's
+  // row_dots over a group of 1 to kRows rows of `a`: epilogue(r, j, vectors) with r the row's
   // index in the group.
   template <typename Epilogue>
   __attribute__((always_inline)) static inline void group_dots(const Rows& a, const RowGroup& g,
                                                                const float* bt, int64_t width,
                                                                int64_t D,
                                                                const Epilogue& epilogue) {
-    const float* rows[kRowGroup];
+    const float* rows[kRows];
     for (int64_t r = 0; r < g.rows; ++r) rows[r] = a.data + (g.i0 + r) * a.row_stride;
-    if (g.rows == kRowGroup) return row_dots<kRowGroup>(rows, bt, width, D, g.key_end, epilogue);
+    if (g.rows == kRows) return row_dots<kRows>(rows, bt, width, D, g.key_end, epilogue);
     for (int64_t r = 0; r < g.rows; ++r)
       row_dots<1>(
           rows + r, bt, width, D,
@@ -129,7 +137,7 @@ struct Kernels {
     };
     for (int64_t j = 0; j <= i0; ++j) {  // the keys every row of the group sees
       load_row(j);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) accumulate(r, j);
     }
     for (int r = 1; r < R; ++r)
@@ -168,15 +176,15 @@ struct Kernels {
   // Rows of out for the group = post_scale[r] * w[r] m, row i0 + r summing keys 0..i0 + r.
   static void group_weighted_rows(const float* const* w, const RowGroup& g, const Rows& m,
                                   int64_t D, const float* post_scale, MutableRows out) {
-    float* out_rows[kRowGroup];
+    float* out_rows[kRows];
     for (int64_t r = 0; r < g.rows; ++r) out_rows[r] = out.data + (g.i0 + r) * out.row_stride;
-    if (g.rows == kRowGroup) return weighted_rows<kRowGroup>(w, g.i0, m, D, post_scale, out_rows);
+    if (g.rows == kRows) return weighted_rows<kRows>(w, g.i0, m, D, post_scale, out_rows);
     for (int64_t r = 0; r < g.rows; ++r)
       weighted_rows<1>(w + r, g.i0 + r, m, D, post_scale + r, out_rows + r);
   }
 
   // sums[j][d0, d0 + ...) += sum over rows r < rows of w[r][j] * m[r][d0, ...), for keys
-  // j < key_end (a multiple of 4): a panel of rows' share of the product w^T m, which adds up over
+  // j < key_end (a multiple of 16): a panel of rows' share of the product w^T m, which adds up over
   // the panels in row order. w is (rows, width); sums is (width, D). W vectors, the last holding
   // `last` floats.
   template <int W>
@@ -186,22 +194,22 @@ struct Kernels {
     auto load = [&](const float* p, int c) {
       return c + 1 < W || last == V::kLanes ? V::load(p) : V::load_first(p, last);
     };
-    for (int64_t j0 = 0; j0 < key_end; j0 += kRowGroup) {
-      F acc[kRowGroup][W];
-#pragma GCC unroll 4
-      for (int c = 0; c < kRowGroup; ++c)
+    for (int64_t j0 = 0; j0 < key_end; j0 += kRows) {
+      F acc[kRows][W];
+#pragma GCC unroll 8
+      for (int c = 0; c < kRows; ++c)
         for (int k = 0; k < W; ++k) acc[c][k] = load(sums + (j0 + c) * D + d0 + k * V::kLanes, k);
       for (int64_t r = 0; r < rows; ++r) {
         F row[W];
         for (int k = 0; k < W; ++k) row[k] = load(m[r] + d0 + k * V::kLanes, k);
-#pragma GCC unroll 4
-        for (int c = 0; c < kRowGroup; ++c) {
+#pragma GCC unroll 8
+        for (int c = 0; c < kRows; ++c) {
           const F x = V::set1(w[r * width + j0 + c]);
           for (int k = 0; k < W; ++k) acc[c][k] = V::fmadd(x, row[k], acc[c][k]);
         }
       }
-#pragma GCC unroll 4
-      for (int c = 0; c < kRowGroup; ++c)
+#pragma GCC unroll 8
+      for (int c = 0; c < kRows; ++c)
         for (int k = 0; k < W; ++k) {
           float* p = sums + (j0 + c) * D + d0 + k * V::kLanes;
           if (k + 1 < W || last == V::kLanes)
@@ -228,15 +236,15 @@ struct Kernels {
     }
   }
 
-  // Forward of one group: scaled scores into s (kRowGroup, width) and each row's maximum over its
+  // Forward of one group: scaled scores into s (kRows, width) and each row's maximum over its
   // keys, then the row's exponentials into `weights` (packed) and 1 / their sum into inverse_sums,
   // then the group's output rows.
   static void forward_group(const RowGroup& g, Rows q, Rows v, const float* kt, int64_t width,
                             int64_t D, float scale, float* s, float* weights, float* inverse_sums,
                             MutableRows out) {
     const F vscale = V::set1(scale), minus_inf = V::set1(-__builtin_inff());
-    F vmax[kRowGroup];
-    for (int r = 0; r < kRowGroup; ++r) vmax[r] = minus_inf;
+    F vmax[kRows];
+    for (int r = 0; r < kRows; ++r) vmax[r] = minus_inf;
     group_dots(
         q, g, kt, width, D, [&](int r, int64_t j, const F* acc) __attribute__((always_inline)) {
           const int64_t keys = g.i0 + r + 1 - j;  // keys of this row in this block
@@ -247,7 +255,7 @@ struct Kernels {
             vmax[r] = V::max(vmax[r], x);
           }
         });
-    const float* weight_rows[kRowGroup];
+    const float* weight_rows[kRows];
     for (int64_t r = 0; r < g.rows; ++r) {
       float* row = weights + packed_row_offset(g.i0 + r);
       inverse_sums[g.i0 + r] =
@@ -265,9 +273,9 @@ struct Kernels {
                            MutableRows out, float* weights, float* inverse_sums, float* scratch) {
     const int64_t width = key_width(T);
     float* kt = scratch;                  // (D, width)
-    float* scores = scratch + D * width;  // (kRowGroup, width)
+    float* scores = scratch + D * width;  // (kRows, width)
     transpose_rows(k, T, D, width, kt);
-    for (int64_t i0 = 0; i0 < T; i0 += kRowGroup)
+    for (int64_t i0 = 0; i0 < T; i0 += kRows)
       forward_group(row_group(i0, T), q, v, kt, width, D, scale, scores, weights, inverse_sums,
                     out);
   }
@@ -278,9 +286,9 @@ struct Kernels {
                              const float* vt, int64_t width, int64_t D, const float* weights,
                              const float* inverse_sums, float scale, float* probs, float* dscores,
                              MutableRows dq) {
-    const float* weight_rows[kRowGroup];
-    float *prob_rows[kRowGroup], *dscore_rows[kRowGroup];
-    F inverses[kRowGroup], terms[kRowGroup];  // 1 / sum of weights, grad_out . out
+    const float* weight_rows[kRows];
+    float *prob_rows[kRows], *dscore_rows[kRows];
+    F inverses[kRows], terms[kRows];  // 1 / sum of weights, grad_out . out
     for (int64_t r = 0; r < g.rows; ++r) {
       const int64_t i = g.i0 + r;
       weight_rows[r] = weights + packed_row_offset(i);
@@ -300,7 +308,8 @@ struct Kernels {
             V::store(dscore_rows[r] + at, V::mul(p, V::sub(dp[c], terms[r])));
           }
         });
-    const float scales[kRowGroup] = {scale, scale, scale, scale};
+    float scales[kRows];
+    for (float& x : scales) x = scale;
     group_weighted_rows(dscore_rows, g, k, D, scales, dq);
   }
 
@@ -319,7 +328,7 @@ struct Kernels {
     // the same key_end, and its probabilities and gradients are one (panel_rows, key_end) block.
     for (int64_t p0 = 0; p0 < T; p0 += kPanelRows) {
       const int64_t panel_rows = T - p0 < kPanelRows ? T - p0 : kPanelRows;
-      for (int64_t i0 = p0; i0 < p0 + panel_rows; i0 += kRowGroup)
+      for (int64_t i0 = p0; i0 < p0 + panel_rows; i0 += kRows)
         backward_group(row_group(i0, T), p0, k, out, grad_out, vt, width, D, weights, inverse_sums,
                        scale, probs, dscores, dq);
       const int64_t key_end = round_up(p0 + panel_rows, kBlockKeys);
