@@ -34,9 +34,9 @@ struct Kernels {
   static constexpr int kRegs = kBlockKeys / V::kLanes;  // vectors a 16-key block takes
   // Query rows (and, in the key gradients' sums, keys) kept in registers together: at most
   // kMaxRowGroup, and a divisor of 16. The grouping changes no bit (each element is one chain).
-  // 4 at both widths: on this project's Zen 4 (AVX-512 at half rate, so 4 chains fill the FMA
-  // unit) 8 rows at AVX-512 was slower, forward 4.53 ms against 4.22, backward 7.36 against 6.55
-  // (scripts/bench_attention.sh, 32 heads of 512 x 16, 1 thread).
+  // 4 at both widths: on the development machine's AMD EPYC, 8 rows at AVX-512 was slower,
+  // forward 4.53 ms against 4.22, backward 7.36 against 6.55 (scripts/bench_attention.sh, 32
+  // heads of 512 x 16, 1 thread).
   static constexpr int kRows = 4;
   static_assert(kRows <= kMaxRowGroup && kBlockKeys % kRows == 0);
 
