@@ -248,6 +248,7 @@ struct DebugConfig {
   // Steps captured (state, batch, machine, op trace) for `titan-train replay` elsewhere.
   std::vector<int64_t> capture_steps;
   CpuKernels cpu_kernels = CpuKernels::kFused;  // titan's fused CPU kernels, or ATen's ops
+  CpuLinear cpu_linear = CpuLinear::kAten;      // the linear layers' matmuls: ATen's, or oneDNN's
   GradNormAccumulate grad_norm_accumulate = GradNormAccumulate::kFloat32;
   // The same bits whatever the thread count, ranks or micro-batch split of the global batch.
   bool batch_invariant = false;

@@ -24,5 +24,6 @@ TITAN_ENUM_NAMES(RerunAction, "stop", "skip", "continue")
 TITAN_ENUM_NAMES(PrecisionReference, "float64", "float32")
 TITAN_ENUM_NAMES(GradNormAccumulate, "float32", "float64")
 TITAN_ENUM_NAMES(CpuKernels, "fused", "fused_avx2", "aten")
+TITAN_ENUM_NAMES(CpuLinear, "aten", "onednn")
 
 }  // namespace titan

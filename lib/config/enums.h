@@ -56,6 +56,8 @@ enum class GradNormAccumulate { kFloat32, kFloat64 };
 // [debug] cpu_kernels: titan's fused CPU kernels at the widest vectors the CPU has, the same held
 // to AVX2, or ATen's ops everywhere.
 enum class CpuKernels { kFused, kFusedAvx2, kAten };
+// [debug] cpu_linear: the library the linear layers' float32 matmuls run on, on the CPU.
+enum class CpuLinear { kAten, kOnednn };
 // [activation_checkpoint] determinism_check: what the recompute checker compares.
 enum class RecomputeCheck {
   kDefault,  // op count, and each op's output shapes, dtypes and devices (as PyTorch's default)
@@ -124,6 +126,8 @@ template <>
 const std::vector<std::string>& enum_names<GradNormAccumulate>();
 template <>
 const std::vector<std::string>& enum_names<CpuKernels>();
+template <>
+const std::vector<std::string>& enum_names<CpuLinear>();
 template <>
 const std::vector<std::string>& enum_names<TrainingDtype>();
 template <>

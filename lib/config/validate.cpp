@@ -11,6 +11,7 @@
 #include "config/loader.h"
 #include "config/validate_keys.h"
 #include "util/error.h"
+#include "util/onednn_sgemm.h"
 
 namespace titan {
 namespace {
@@ -133,6 +134,16 @@ void check_parallelism(const Config& config) {
   }
 }
 
+// oneDNN is found at run time (util/onednn_sgemm.h): a run that asks for it and cannot have it
+// stops here, before any output.
+void check_cpu_linear(const Config& config) {
+  if (config.debug.cpu_linear != CpuLinear::kOnednn) return;
+  const OnednnLibrary& onednn = onednn_library();
+  if (onednn.loaded) return;
+  throw ConfigError(where(config, "debug.cpu_linear"), "\"onednn\": " + onednn.error,
+                    "or set debug.cpu_linear = \"aten\"");
+}
+
 }  // namespace
 
 int64_t data_parallel_degree(const Config& config, int64_t world_size) {
@@ -203,6 +214,12 @@ void check_precision_steps(const Config& config, int64_t world_size, bool on_cud
 void check_batch_invariant(const Config& config, int64_t world_size, bool on_cuda) {
   if (!config.debug.batch_invariant) return;
   const std::string key = where(config, "debug.batch_invariant");
+  if (config.debug.cpu_linear == CpuLinear::kOnednn) {
+    throw ConfigError(key + " with " + where(config, "debug.cpu_linear"),
+                      "batch invariance is proven for ATen's matmuls only; oneDNN's sgemm may "
+                      "block a GEMM differently when the batch splits differently",
+                      "set debug.cpu_linear = \"aten\" for batch-invariant runs");
+  }
   if (on_cuda) {
     throw ConfigError(key, "batch-invariant training runs on CPU only for now",
                       "use training.device = \"cpu\", or turn debug.batch_invariant off");
@@ -273,6 +290,7 @@ void validate(const Config& config) {
   check_checkpoint(config);
   check_metrics(config);
   check_parallelism(config);
+  check_cpu_linear(config);
 }
 
 std::vector<std::string> config_warnings(const Config& config) {

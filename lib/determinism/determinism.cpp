@@ -21,6 +21,7 @@
 #include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/memory_limit.h"
+#include "util/onednn_sgemm.h"
 
 namespace titan {
 namespace {
@@ -173,6 +174,8 @@ DeterminismRecord make_deterministic(const Config& config, int64_t rank, int64_t
   set_fused_kernels(d.cpu_kernels == CpuKernels::kAten        ? FusedKernels::kOff
                     : d.cpu_kernels == CpuKernels::kFusedAvx2 ? FusedKernels::kAvx2Only
                                                               : FusedKernels::kWidest);
+  set_linear_backend(d.cpu_linear == CpuLinear::kOnednn ? LinearBackend::kOnednn
+                                                        : LinearBackend::kAten);
   check_cpu_threads(config);
   r.cpu_threads = config.training.cpu_threads > 0 ? config.training.cpu_threads : available_cores();
   check_thread_headroom(r.cpu_threads);

@@ -40,7 +40,8 @@ std::string device_memory_source(const c10::Device& device);
 double flops_per_token(const ModelArgs& args, int64_t seq_len);
 
 // Peak FLOP/s: on CUDA from a table of bf16 dense peaks by device name (A100 when unknown);
-// on CPU measured with a short float32 matmul.
+// on CPU measured with a short float32 matmul, on the library the linear layers use
+// (debug.cpu_linear).
 double peak_flops(const c10::Device& device);
 
 // The device's name for logs: "cpu (N cores)" or the GPU name.

@@ -48,6 +48,7 @@ std::string FingerprintLog::format_header(const FingerprintHeader& header) {
                      d.cublas_workspace_config.empty() ? "unset" : d.cublas_workspace_config);
   out += fmt::format("cpu_threads {}\n", d.cpu_threads);
   out += fmt::format("blas_kernels {}\n", d.blas_kernels.name());
+  if (!header.linear_kernel.empty()) out += fmt::format("linear_kernel {}\n", header.linear_kernel);
   out += fmt::format("attention_kernel {}\n", header.attention_kernel);
   out += fmt::format("swiglu_kernel {}\n", header.swiglu_kernel);
   out += fmt::format("rms_norm_kernel {}\n", header.rms_norm_kernel);

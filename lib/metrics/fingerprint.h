@@ -46,6 +46,9 @@ struct FingerprintHeader {
   // The tokenizer that encodes the text (data/text_encoding.h: its file, a hash of its bytes and
   // its vocabulary size); "" (no header line) when text is tokenized bytewise.
   std::string tokenizer;
+  // The linear layers' matmuls when they do not run on ATen's (model/linear.h: "onednn 2.6.3");
+  // "" (no header line) for ATen's, which blas_kernels names.
+  std::string linear_kernel;
 };
 
 // The first line of every fingerprint.log starts with this.

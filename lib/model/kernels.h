@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "model/causal_attention.h"
+#include "model/linear.h"
 #include "model/model_args.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
@@ -16,11 +17,12 @@ struct ModelKernels {
   AttentionKernel attention = AttentionKernel::kBlockedAten;
   SwigluKernel swiglu = SwigluKernel::kAten;
   RmsNormKernel rms_norm = RmsNormKernel::kAten;
+  LinearKernel linear = LinearKernel::kAten;
 };
 
-// What causal_attention, swiglu and rms_norm pick (the same functions decide when they run) for
+// What causal_attention, swiglu, rms_norm and linear pick (the same functions decide when they run) for
 // `args`'s layers on `device`, their matmuls computing in `compute_dtype` (bfloat16 under
-// autocast): attention and SwiGLU take the matmuls' outputs, RMSNorm the residual stream, which
+// autocast): the linear layers and attention and SwiGLU compute in it, RMSNorm the residual stream, which
 // stays in the parameters' float32.
 ModelKernels model_kernels(const ModelArgs& args, at::Device device,
                            at::ScalarType compute_dtype = at::kFloat);

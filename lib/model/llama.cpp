@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/causal_attention.h"
+#include "model/linear.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 
@@ -68,24 +69,24 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
 // ---- Attention, FeedForward, block -------------------------------------------------------------
 
 namespace {
-torch::nn::Linear linear(int64_t in, int64_t out) {
+torch::nn::Linear linear_layer(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 }  // namespace
 
 AttentionImpl::AttentionImpl(const ModelArgs& args)
     : n_heads_(args.n_heads), n_kv_heads_(args.kv_heads()), head_dim_(args.head_dim()) {
-  wq = register_module("wq", linear(args.dim, n_heads_ * head_dim_));
-  wk = register_module("wk", linear(args.dim, n_kv_heads_ * head_dim_));
-  wv = register_module("wv", linear(args.dim, n_kv_heads_ * head_dim_));
-  wo = register_module("wo", linear(n_heads_ * head_dim_, args.dim));
+  wq = register_module("wq", linear_layer(args.dim, n_heads_ * head_dim_));
+  wk = register_module("wk", linear_layer(args.dim, n_kv_heads_ * head_dim_));
+  wv = register_module("wv", linear_layer(args.dim, n_kv_heads_ * head_dim_));
+  wo = register_module("wo", linear_layer(n_heads_ * head_dim_, args.dim));
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_cis) {
   const auto B = x.size(0), T = x.size(1);
-  auto q = wq(x).view({B, T, n_heads_, head_dim_});     // (B, T, H, E)
-  auto k = wk(x).view({B, T, n_kv_heads_, head_dim_});  // (B, T, K, E)
-  auto v = wv(x).view({B, T, n_kv_heads_, head_dim_});
+  auto q = linear(wq, x).view({B, T, n_heads_, head_dim_});     // (B, T, H, E)
+  auto k = linear(wk, x).view({B, T, n_kv_heads_, head_dim_});  // (B, T, K, E)
+  auto v = linear(wv, x).view({B, T, n_kv_heads_, head_dim_});
   q = apply_rotary_emb(q, freqs_cis);
   k = apply_rotary_emb(k, freqs_cis);
   const int64_t n_rep = n_heads_ / n_kv_heads_;
@@ -93,16 +94,18 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_c
   v = repeat_kv(v, n_rep);
   auto out =
       causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
-  return wo(out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+  return linear(wo, out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
 }
 
 FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim) {
-  w1 = register_module("w1", linear(dim, hidden_dim));
-  w2 = register_module("w2", linear(hidden_dim, dim));
-  w3 = register_module("w3", linear(dim, hidden_dim));
+  w1 = register_module("w1", linear_layer(dim, hidden_dim));
+  w2 = register_module("w2", linear_layer(hidden_dim, dim));
+  w3 = register_module("w3", linear_layer(dim, hidden_dim));
 }
 
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x) { return w2(swiglu(w1(x), w3(x))); }
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
+  return linear(w2, swiglu(linear(w1, x), linear(w3, x)));
+}
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
     : layer_id_(layer_id), dropout_(args.dropout) {
@@ -138,7 +141,7 @@ TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
   norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
-  output = register_module("output", linear(args.dim, args.vocab_size));
+  output = register_module("output", linear_layer(args.dim, args.vocab_size));
   runners_.resize(args.n_layers);
   for (int64_t i = 0; i < args.n_layers; ++i) block_names_.push_back("layers." + std::to_string(i));
   freqs_cis_ = register_buffer(
@@ -179,7 +182,7 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   starting(ParamUnit::kHead, -1);
   h = norm(h);
   if (observer_) observer_->stage_output(ForwardStage::kNorm, -1, h);
-  auto logits = finished(ParamUnit::kHead, -1, output(h));  // (B, T, V)
+  auto logits = finished(ParamUnit::kHead, -1, linear(output, h));  // (B, T, V)
   if (observer_) observer_->stage_output(ForwardStage::kOutput, -1, logits);
   return logits;
 }

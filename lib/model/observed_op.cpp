@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/causal_attention.h"
+#include "model/linear.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 
@@ -27,6 +28,12 @@ Registry& registry() {
     };
     made->ops["titan::causal_attention"] = [](const std::vector<c10::IValue>& in) {
       return causal_attention(in.at(0).toTensor(), in.at(1).toTensor(), in.at(2).toTensor());
+    };
+    made->ops["titan::linear"] = [](const std::vector<c10::IValue>& in) {
+      const auto &x = in.at(0).toTensor(), &w = in.at(1).toTensor();
+      return linear_kernel_for(x.scalar_type(), x.device()) == LinearKernel::kOnednn
+                 ? onednn_linear(x, w)
+                 : at::linear(x, w);
     };
     return made;
   }();

@@ -39,7 +39,8 @@ at::Tensor observed_as_one_op(const char* name, std::initializer_list<c10::IValu
 using ObservedOpFunction = std::function<at::Tensor(const std::vector<c10::IValue>& inputs)>;
 
 // Makes `name` runnable by run_observed_op (tests plant ops of their own). titan's own ops
-// (titan::rms_norm, titan::swiglu, titan::causal_attention) are registered already.
+// (titan::rms_norm, titan::swiglu, titan::causal_attention, titan::linear) are registered
+// already.
 void register_observed_op(const std::string& name, ObservedOpFunction fn);
 
 // Whether run_observed_op knows `name`.

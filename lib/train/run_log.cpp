@@ -118,9 +118,11 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
                      to_string(config.model.flavor), with_thousands(args.num_params()),
                      with_thousands(args.num_params() - args.num_embedding_params()));
   log << fmt::format(
-      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}\n",
+      "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}, "
+      "linear {}\n",
       to_string(parts.kernels.attention), args.head_dim(), to_string(parts.kernels.swiglu),
-      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_of(*parts.optimizer)));
+      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_of(*parts.optimizer)),
+      linear_kernel_name(parts.kernels.linear));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx.device),
                      d.cpu_threads,
                      parts.engine->options().autocast_bf16 ? "bf16 autocast" : "float32", d.seed,

@@ -175,7 +175,10 @@ FingerprintHeader fingerprint_header_for(const RunContext& context, const ModelK
                            to_string(kernels.rms_norm),
                            to_string(adamw),
                            context.process_group->numerics_settings(),
-                           tokenizer};
+                           tokenizer,
+                           kernels.linear == LinearKernel::kAten
+                               ? std::string()
+                               : linear_kernel_name(kernels.linear)};
 }
 
 }  // namespace titan
