@@ -44,7 +44,7 @@ std::string python(const std::string& program, const std::string& input_path) {
 std::string fingerprint_text(const std::vector<double>& losses) {
   FingerprintHeader header{
       "cpu",   "test cpu", 0x1234, {}, "fused_avx2_fma", "fused_avx2_fma", "fused_avx2_fma",
-      "torch", "",         "",          ""};
+      "torch", "",         "",     ""};
   std::string text = FingerprintLog::format_header(header);
   for (size_t i = 0; i < losses.size(); ++i) {
     text += FingerprintLog::format_step(static_cast<int64_t>(i + 1), losses[i], 1.5, 1e-3,

@@ -290,11 +290,11 @@ void add_debug(Config& c, std::vector<FieldSpec>& out) {
                            "where the CPU has AVX2 and FMA, on AVX-512 where it has that; "
                            "fused_avx2: the same held to AVX2 (same bits, to test or time that "
                            "path); aten: ATen's ops everywhere (they round differently)"));
-  out.push_back(enum_field("debug", "cpu_linear", &d.cpu_linear,
-                           "The library the linear layers' float32 matmuls run on, on the CPU: "
-                           "aten (ATen's matmul, on the BLAS libtorch loaded: OpenBLAS) or onednn "
-                           "(oneDNN's sgemm, found at run time: libdnnl; faster on small GEMMs, "
-                           "rounds differently)"));
+  out.push_back(hashed_when_changed(
+      enum_field("debug", "cpu_linear", &d.cpu_linear,
+                 "The library the linear layers' float32 matmuls run on, on the CPU: aten "
+                 "(ATen's matmul, on the BLAS libtorch loaded: OpenBLAS) or onednn (oneDNN's "
+                 "sgemm, found at run time: libdnnl; faster on small GEMMs, rounds differently)")));
   out.push_back(enum_field("debug", "grad_norm_accumulate", &d.grad_norm_accumulate,
                            "Sum the gradient norm's squares in float32 (PyTorch's "
                            "clip_grad_norm_) or float64 (the exact norm, for reporting and "

@@ -20,10 +20,10 @@ struct ModelKernels {
   LinearKernel linear = LinearKernel::kAten;
 };
 
-// What causal_attention, swiglu, rms_norm and linear pick (the same functions decide when they run) for
-// `args`'s layers on `device`, their matmuls computing in `compute_dtype` (bfloat16 under
-// autocast): the linear layers and attention and SwiGLU compute in it, RMSNorm the residual stream, which
-// stays in the parameters' float32.
+// What causal_attention, swiglu, rms_norm and linear pick (the same functions decide when they run)
+// for `args`'s layers on `device`, their matmuls computing in `compute_dtype` (bfloat16 under
+// autocast): the linear layers and attention and SwiGLU compute in it, RMSNorm the residual stream,
+// which stays in the parameters' float32.
 ModelKernels model_kernels(const ModelArgs& args, at::Device device,
                            at::ScalarType compute_dtype = at::kFloat);
 

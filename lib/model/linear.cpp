@@ -68,8 +68,8 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& weight) {
   TORCH_CHECK(linear_kernel_for(x.scalar_type(), x.device()) == LinearKernel::kOnednn &&
                   weight.scalar_type() == x.scalar_type() && weight.device() == x.device(),
               "onednn_linear: needs float32 CPU tensors, with debug.cpu_linear = \"onednn\"");
-  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1) &&
-                  x.numel() > 0 && weight.numel() > 0,
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1) && x.numel() > 0 &&
+                  weight.numel() > 0,
               "onednn_linear: x (..., in) and weight (out, in) must match and not be empty");
   auto out_sizes = x.sizes().vec();
   out_sizes.back() = weight.size(0);

@@ -166,19 +166,18 @@ FingerprintHeader RunParts::fingerprint_header() const {
 FingerprintHeader fingerprint_header_for(const RunContext& context, const ModelKernels& kernels,
                                          AdamWKernel adamw, const std::string& tokenizer) {
   const c10::Device& device = context.device;
-  return FingerprintHeader{device.is_cuda() ? "cuda" : "cpu",
-                           hardware_name(device),
-                           config_hash(context.config),
-                           context.determinism,
-                           to_string(kernels.attention),
-                           to_string(kernels.swiglu),
-                           to_string(kernels.rms_norm),
-                           to_string(adamw),
-                           context.process_group->numerics_settings(),
-                           tokenizer,
-                           kernels.linear == LinearKernel::kAten
-                               ? std::string()
-                               : linear_kernel_name(kernels.linear)};
+  return FingerprintHeader{
+      device.is_cuda() ? "cuda" : "cpu",
+      hardware_name(device),
+      config_hash(context.config),
+      context.determinism,
+      to_string(kernels.attention),
+      to_string(kernels.swiglu),
+      to_string(kernels.rms_norm),
+      to_string(adamw),
+      context.process_group->numerics_settings(),
+      tokenizer,
+      kernels.linear == LinearKernel::kAten ? std::string() : linear_kernel_name(kernels.linear)};
 }
 
 }  // namespace titan

@@ -68,8 +68,7 @@ std::atomic<LinearBackend> backend{LinearBackend::kAten};
 const OnednnLibrary& onednn_library() { return loaded().library; }
 
 void onednn_sgemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K,
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                  int64_t ldc) {
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
   const Loaded& l = loaded();
   if (l.sgemm == nullptr) throw std::runtime_error("onednn_sgemm: " + l.library.error);
   const int status = l.sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', M, N, K, 1.0f, A,

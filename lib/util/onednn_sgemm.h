@@ -1,8 +1,8 @@
 // oneDNN's sgemm for the linear layers' matmuls (debug.cpu_linear = "onednn"), found at run time:
 // in the libraries already loaded (Debian's libtorch, 1.13 and 2.x, links oneDNN) or else in
 // libdnnl.so.3 / libdnnl.so.2. titan-train builds without oneDNN's headers, and a libtorch without
-// it runs unless a run asks for it. Its kernels decide bits: they differ from OpenBLAS's, and across
-// oneDNN versions and the instruction sets it picks for the CPU.
+// it runs unless a run asks for it. Its kernels decide bits: they differ from OpenBLAS's, and
+// across oneDNN versions and the instruction sets it picks for the CPU.
 #pragma once
 
 #include <cstdint>
