@@ -205,9 +205,8 @@ TEST_CASE(
   CHECK(*fa.header_value("config_hash") != *fb.header_value("config_hash"));
   REQUIRE(fa.steps.size() == 4);
   REQUIRE(fb.steps.size() == 4);
-  // Different kernels: different bits from step 1 (the parameters' checksums), close losses.
-  CHECK(test::fingerprint_step_lines(dir + "/aten/fingerprint.log") !=
-        test::fingerprint_step_lines(dir + "/onednn/fingerprint.log"));
+  // Close losses. Not different bits: on Debian's libtorch 2.6, ATen's float32 matmul is itself
+  // oneDNN's sgemm, and the two runs are bitwise equal there (on 1.13, OpenBLAS, they part).
   for (size_t i = 0; i < fa.steps.size(); ++i) {
     INFO("step " << i + 1 << ": " << fa.steps[i].loss << " vs " << fb.steps[i].loss);
     CHECK(std::abs(fa.steps[i].loss - fb.steps[i].loss) <= 1e-4 * std::abs(fa.steps[i].loss));
