@@ -4,8 +4,9 @@
 // Why: in the debug model a head is 16 wide, so every matmul of attention has an inner dimension
 // of 16, where a BLAS call spends more time on packing and dispatch than on arithmetic (about a
 // quarter of the CPU's matmul rate), and softmax reads and writes the scores twice more. These
-// kernels keep a group of 4 query rows in registers from the scores through the softmax to the
-// product with v, and write the probabilities once, for the backward.
+// kernels keep a group of query rows (4 or 8) in the registers and the L1 cache from the scores
+// through the softmax to the product with v, and write the probabilities once, for the backward,
+// with stores that bypass the cache.
 //
 // Numerics: every score and every output element is one chain of fused multiply-adds in a fixed
 // order (over the head dim, or over the keys), and exp is a fixed polynomial, so the results depend

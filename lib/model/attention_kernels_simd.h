@@ -9,6 +9,8 @@
 // which reduce in one fixed order for both.
 #pragma once
 
+#include <cstdint>
+
 #include "model/attention_kernels.h"
 #include "util/simd_vectors.h"
 
@@ -19,12 +21,16 @@ constexpr int kBlockKeys = 16;  // keys a score block holds (the packed rows' pa
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// bt (D, width) = the first n rows of m, transposed; columns [n, width) are zero.
+// The first n rows of m, transposed in blocks of 16 rows: block b is the (D, 16) matrix
+// bt[b * 16 * D + d * 16 + c] = m[b * 16 + c][d], for rows up to width (a multiple of 16), those
+// past n zero. A block's columns are contiguous, so the dot products read each block as one
+// stream (rows of a plain (D, width) transpose lie a multiple of 4 KiB apart, in a few cache sets).
 void transpose_rows(Rows m, int64_t n, int64_t D, int64_t width, float* bt) {
-  for (int64_t d = 0; d < D; ++d) {
-    float* column = bt + d * width;
-    for (int64_t j = 0; j < n; ++j) column[j] = m.data[j * m.row_stride + d];
-    for (int64_t j = n; j < width; ++j) column[j] = 0.0f;
+  for (int64_t b = 0; b < width; b += kBlockKeys) {
+    float* block = bt + b * D;
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t c = 0; c < kBlockKeys; ++c)
+        block[d * kBlockKeys + c] = b + c < n ? m.data[(b + c) * m.row_stride + d] : 0.0f;
   }
 }
 
@@ -32,13 +38,22 @@ template <typename V>
 struct Kernels {
   using F = typename V::F;
   static constexpr int kRegs = kBlockKeys / V::kLanes;  // vectors a 16-key block takes
-  // Query rows (and, in the key gradients' sums, keys) kept in registers together: at most
-  // kMaxRowGroup, and a divisor of 16. The grouping changes no bit (each element is one chain).
-  // 4 at both widths: on the development machine's AMD EPYC, 8 rows at AVX-512 was slower,
-  // forward 4.53 ms against 4.22, backward 7.36 against 6.55 (scripts/bench_attention.sh, 32
-  // heads of 512 x 16, 1 thread).
+  // How many rows the kernels keep in registers together; none of it changes a bit (each element
+  // is one chain). At most kMaxRowGroup, and divisors of 16. The aim is 8 independent FMA chains,
+  // enough to hide the FMA's latency on CPUs that issue two a cycle.
+  // - kRows: query rows whose scores (q k^T, dp = grad_out v^T) are computed together, over
+  //   kDotBlocks 16-key blocks a step; also the rows of dq = dscore k, and the keys of the key
+  //   gradients' sums (dk, dv), computed together. 4 at both widths.
+  // - kOutRows: rows of out = p v computed together. At AVX-512 a 16-wide head is one vector a
+  //   row, so 8 (4 rows were 4 FMA chains); at AVX2 two vectors, so 4.
+  // On the development machine's AMD EPYC (scripts/bench_attention.sh, 32 heads of 512 x 16,
+  // 1 thread), 4 rows of one block everywhere took 4.49 ms forward at AVX-512, 8 rows of one
+  // block everywhere 4.57, and this 3.40 (with the blocked transpose and streamed weights). dq at
+  // 8 rows made the backward slower: perf showed its accumulators stored to the stack every key.
   static constexpr int kRows = 4;
   static_assert(kRows <= kMaxRowGroup && kBlockKeys % kRows == 0);
+  static constexpr int kOutRows = kRegs == 1 ? 2 * kRows : kRows;
+  static_assert(kOutRows <= kMaxRowGroup && kOutRows % kRows == 0);
 
   // The group of query rows [i0, i0 + rows) a kernel call works on. i0 is a multiple of kRows,
   // so every row's keys (0..i0 + r) end in the same 16-key block: key_end, the packed rows'
@@ -52,31 +67,48 @@ struct Kernels {
     return {i0, rows, round_up(i0 + rows, kBlockKeys)};
   }
 
-  // Runs the dot products a[r] . bt[:, j] for R rows and keys [0, key_end), one 16-key block at
-  // a time, each one FMA chain over d from 0, and hands each block to epilogue(r, j, vectors).
+  // 16-key blocks a dot step holds: 8 accumulators at both widths for a full group.
+  static constexpr int kDotBlocks = kRows * kRegs >= 8 ? 1 : 8 / (kRows * kRegs);
+
+  // The dot products a[r] . bt[:, j] of R rows and the NB blocks from key j0, each one FMA chain
+  // over d from 0; hands each block to epilogue(r, j, vectors).
+  template <int R, int NB, typename Epilogue>
+  __attribute__((always_inline)) static inline void dot_step(const float* const* a, const float* bt,
+                                                             int64_t width, int64_t D, int64_t j0,
+                                                             const Epilogue& epilogue) {
+    constexpr int kVectors = NB * kRegs;
+    F acc[R][kVectors];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < kVectors; ++c) acc[r][c] = V::zero();
+    for (int64_t d = 0; d < D; ++d) {
+      F bv[kVectors];
+      for (int blk = 0; blk < NB; ++blk)
+        for (int c = 0; c < kRegs; ++c)
+          bv[blk * kRegs + c] =
+              V::load(bt + (j0 + blk * kBlockKeys) * D + d * kBlockKeys + c * V::kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const F x = V::set1(a[r][d]);
+        for (int c = 0; c < kVectors; ++c) acc[r][c] = V::fmadd(x, bv[c], acc[r][c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      for (int blk = 0; blk < NB; ++blk) epilogue(r, j0 + blk * kBlockKeys, acc[r] + blk * kRegs);
+  }
+
+  // Runs the dot products a[r] . bt[:, j] for R rows and keys [0, key_end), kDotBlocks 16-key
+  // blocks a step, and hands each block to epilogue(r, j, vectors). The blocking changes no bit.
   template <int R, typename Epilogue>
   __attribute__((always_inline)) static inline void row_dots(const float* const* a, const float* bt,
                                                              int64_t width, int64_t D,
                                                              int64_t key_end,
                                                              const Epilogue& epilogue) {
-    for (int64_t j = 0; j < key_end; j += kBlockKeys) {
-      F acc[R][kRegs];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < kRegs; ++c) acc[r][c] = V::zero();
-      for (int64_t d = 0; d < D; ++d) {
-        const float* b = bt + d * width + j;
-        F bv[kRegs];
-        for (int c = 0; c < kRegs; ++c) bv[c] = V::load(b + c * V::kLanes);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const F x = V::set1(a[r][d]);
-          for (int c = 0; c < kRegs; ++c) acc[r][c] = V::fmadd(x, bv[c], acc[r][c]);
-        }
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) epilogue(r, j, acc[r]);
-    }
+    int64_t j = 0;
+    for (; j + kDotBlocks * kBlockKeys <= key_end; j += kDotBlocks * kBlockKeys)
+      dot_step<R, kDotBlocks>(a, bt, width, D, j, epilogue);
+    for (; j < key_end; j += kBlockKeys) dot_step<R, 1>(a, bt, width, D, j, epilogue);
   }
 
   // row_dots over a group of 1 to kRows rows of `a`: epilogue(r, j, vectors) with r the row's
@@ -173,14 +205,16 @@ struct Kernels {
     }
   }
 
-  // Rows of out for the group = post_scale[r] * w[r] m, row i0 + r summing keys 0..i0 + r.
-  static void group_weighted_rows(const float* const* w, const RowGroup& g, const Rows& m,
-                                  int64_t D, const float* post_scale, MutableRows out) {
-    float* out_rows[kRows];
-    for (int64_t r = 0; r < g.rows; ++r) out_rows[r] = out.data + (g.i0 + r) * out.row_stride;
-    if (g.rows == kRows) return weighted_rows<kRows>(w, g.i0, m, D, post_scale, out_rows);
-    for (int64_t r = 0; r < g.rows; ++r)
-      weighted_rows<1>(w + r, g.i0 + r, m, D, post_scale + r, out_rows + r);
+  // Rows i0..i0 + rows - 1 of out = post_scale[r] * w[r] m, row i0 + r summing keys 0..i0 + r;
+  // R rows at once when there are R (i0 a multiple of R), else one at a time.
+  template <int R>
+  static void weighted_row_block(const float* const* w, int64_t i0, int64_t rows, const Rows& m,
+                                 int64_t D, const float* post_scale, MutableRows out) {
+    float* out_rows[R];
+    for (int64_t r = 0; r < rows; ++r) out_rows[r] = out.data + (i0 + r) * out.row_stride;
+    if (rows == R) return weighted_rows<R>(w, i0, m, D, post_scale, out_rows);
+    for (int64_t r = 0; r < rows; ++r)
+      weighted_rows<1>(w + r, i0 + r, m, D, post_scale + r, out_rows + r);
   }
 
   // sums[j][d0, d0 + ...) += sum over rows r < rows of w[r][j] * m[r][d0, ...), for keys
@@ -236,12 +270,14 @@ struct Kernels {
     }
   }
 
-  // Forward of one group: scaled scores into s (kRows, width) and each row's maximum over its
-  // keys, then the row's exponentials into `weights` (packed) and 1 / their sum into inverse_sums,
-  // then the group's output rows.
-  static void forward_group(const RowGroup& g, Rows q, Rows v, const float* kt, int64_t width,
-                            int64_t D, float scale, float* s, float* weights, float* inverse_sums,
-                            MutableRows out) {
+  // Scores and weights of one group: scaled scores into s (kRows, width) and each row's maximum
+  // over its keys, then the row's exponentials in place of its scores, 1 / their sum into
+  // inverse_sums, and the exponentials streamed to `weights` (packed). The product with v reads
+  // them from s, in the cache; the backward reads `weights` much later, and a store through the
+  // cache would first read each line of that block from memory. weight_rows[r] = row r of s.
+  static void group_weights(const RowGroup& g, Rows q, const float* kt, int64_t width, int64_t D,
+                            float scale, float* s, float* weights, float* inverse_sums,
+                            const float** weight_rows) {
     const F vscale = V::set1(scale), minus_inf = V::set1(-__builtin_inff());
     F vmax[kRows];
     for (int r = 0; r < kRows; ++r) vmax[r] = minus_inf;
@@ -255,14 +291,21 @@ struct Kernels {
             vmax[r] = V::max(vmax[r], x);
           }
         });
-    const float* weight_rows[kRows];
     for (int64_t r = 0; r < g.rows; ++r) {
-      float* row = weights + packed_row_offset(g.i0 + r);
-      inverse_sums[g.i0 + r] =
-          exp_row(s + r * width, g.i0 + r + 1, g.key_end, V::max_lane(vmax[r]), row);
+      float* row = s + r * width;
+      inverse_sums[g.i0 + r] = exp_row(row, g.i0 + r + 1, g.key_end, V::max_lane(vmax[r]), row);
+      stream_row(row, g.key_end, weights + packed_row_offset(g.i0 + r));
       weight_rows[r] = row;
     }
-    group_weighted_rows(weight_rows, g, v, D, inverse_sums + g.i0, out);
+  }
+
+  // to[0, n) = from[0, n), n a multiple of 16, `to` aligned to 64 bytes (else plain stores).
+  static void stream_row(const float* from, int64_t n, float* to) {
+    if (reinterpret_cast<uintptr_t>(to) % 64 != 0) {
+      for (int64_t j = 0; j < n; j += V::kLanes) V::store(to + j, V::load(from + j));
+      return;
+    }
+    for (int64_t j = 0; j < n; j += V::kLanes) V::stream(to + j, V::load(from + j));
   }
 
   static void fill_zero(float* data, int64_t n) {  // n a multiple of kLanes
@@ -273,19 +316,24 @@ struct Kernels {
                            MutableRows out, float* weights, float* inverse_sums, float* scratch) {
     const int64_t width = key_width(T);
     float* kt = scratch;                  // (D, width)
-    float* scores = scratch + D * width;  // (kRows, width)
+    float* scores = scratch + D * width;  // (kOutRows, width)
     transpose_rows(k, T, D, width, kt);
-    for (int64_t i0 = 0; i0 < T; i0 += kRows)
-      forward_group(row_group(i0, T), q, v, kt, width, D, scale, scores, weights, inverse_sums,
-                    out);
+    for (int64_t i0 = 0; i0 < T; i0 += kOutRows) {
+      const int64_t rows = T - i0 < kOutRows ? T - i0 : kOutRows;
+      const float* weight_rows[kOutRows];
+      for (int64_t sub = 0; sub < rows; sub += kRows)
+        group_weights(row_group(i0 + sub, T), q, kt, width, D, scale, scores + sub * width, weights,
+                      inverse_sums, weight_rows + sub);
+      weighted_row_block<kOutRows>(weight_rows, i0, rows, v, D, inverse_sums + i0, out);
+    }
+    simd::stream_fence();
   }
 
-  // One group's probabilities and scores' gradient into the panel's rows, then its dq rows:
+  // One group's probabilities and scores' gradient into the panel's rows:
   // p = weight / sum; dscore = p * (dp - grad_out . out), with dp = grad_out . v.
-  static void backward_group(const RowGroup& g, int64_t p0, Rows k, Rows out, Rows grad_out,
+  static void backward_group(const RowGroup& g, int64_t p0, Rows out, Rows grad_out,
                              const float* vt, int64_t width, int64_t D, const float* weights,
-                             const float* inverse_sums, float scale, float* probs, float* dscores,
-                             MutableRows dq) {
+                             const float* inverse_sums, float* probs, float* dscores) {
     const float* weight_rows[kRows];
     float *prob_rows[kRows], *dscore_rows[kRows];
     F inverses[kRows], terms[kRows];  // 1 / sum of weights, grad_out . out
@@ -308,9 +356,6 @@ struct Kernels {
             V::store(dscore_rows[r] + at, V::mul(p, V::sub(dp[c], terms[r])));
           }
         });
-    float scales[kRows];
-    for (float& x : scales) x = scale;
-    group_weighted_rows(dscore_rows, g, k, D, scales, dq);
   }
 
   static void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* weights,
@@ -329,8 +374,18 @@ struct Kernels {
     for (int64_t p0 = 0; p0 < T; p0 += kPanelRows) {
       const int64_t panel_rows = T - p0 < kPanelRows ? T - p0 : kPanelRows;
       for (int64_t i0 = p0; i0 < p0 + panel_rows; i0 += kRows)
-        backward_group(row_group(i0, T), p0, k, out, grad_out, vt, width, D, weights, inverse_sums,
-                       scale, probs, dscores, dq);
+        backward_group(row_group(i0, T), p0, out, grad_out, vt, width, D, weights, inverse_sums,
+                       probs, dscores);
+      // The panel's dq rows, kRows at a time: at kOutRows, the accumulators went through the
+      // stack and the backward was slower.
+      float scales[kRows];
+      for (float& x : scales) x = scale;
+      for (int64_t i0 = p0; i0 < p0 + panel_rows; i0 += kRows) {
+        const int64_t rows = p0 + panel_rows - i0 < kRows ? p0 + panel_rows - i0 : kRows;
+        const float* dscore_rows[kRows];
+        for (int64_t r = 0; r < rows; ++r) dscore_rows[r] = dscores + (i0 + r - p0) * width;
+        weighted_row_block<kRows>(dscore_rows, i0, rows, k, D, scales, dq);
+      }
       const int64_t key_end = round_up(p0 + panel_rows, kBlockKeys);
       panel_column_sums(probs, width, grad_out, p0, panel_rows, key_end, D, dv_sum);
       panel_column_sums(dscores, width, q, p0, panel_rows, key_end, D, dk_sum);
