@@ -4,13 +4,6 @@
 
 namespace titan::attention_kernels {
 
-int64_t packed_row_offset(int64_t row) {
-  // Row r holds 16 * ceil((r + 1) / 16) floats. With row = 16a + b (b < 16), the rows before it
-  // hold 16 * (8a(a + 1) + b(a + 1)) floats.
-  const int64_t a = row / 16, b = row % 16;
-  return 16 * (a + 1) * (8 * a + b);
-}
-
 int64_t key_width(int64_t T) { return (T + 15) / 16 * 16; }
 
 int64_t forward_scratch_floats(int64_t T, int64_t D) {
@@ -18,24 +11,24 @@ int64_t forward_scratch_floats(int64_t T, int64_t D) {
 }
 
 int64_t backward_scratch_floats(int64_t T, int64_t D) {
-  // v transposed, a panel's probabilities and scores' gradient, the dk and dv sums
-  return D * key_width(T) + 2 * kPanelRows * key_width(T) + 2 * key_width(T) * D;
+  // k and v transposed, a panel's probabilities and scores' gradient, the dk and dv sums
+  return 2 * D * key_width(T) + 2 * kPanelRows * key_width(T) + 2 * key_width(T) * D;
 }
 
 void forward_head(VectorIsa isa, Rows q, Rows k, Rows v, float scale, int64_t T, int64_t D,
-                  MutableRows out, float* weights, float* inverse_sums, float* scratch) {
+                  MutableRows out, float* row_max, float* inverse_sums, float* scratch) {
   if (isa == VectorIsa::kAvx512)
-    return avx512::forward_head(q, k, v, scale, T, D, out, weights, inverse_sums, scratch);
-  avx2::forward_head(q, k, v, scale, T, D, out, weights, inverse_sums, scratch);
+    return avx512::forward_head(q, k, v, scale, T, D, out, row_max, inverse_sums, scratch);
+  avx2::forward_head(q, k, v, scale, T, D, out, row_max, inverse_sums, scratch);
 }
 
 void backward_head(VectorIsa isa, Rows q, Rows k, Rows v, Rows out, Rows grad_out,
-                   const float* weights, const float* inverse_sums, float scale, int64_t T,
+                   const float* row_max, const float* inverse_sums, float scale, int64_t T,
                    int64_t D, MutableRows dq, MutableRows dk, MutableRows dv, float* scratch) {
   if (isa == VectorIsa::kAvx512)
-    return avx512::backward_head(q, k, v, out, grad_out, weights, inverse_sums, scale, T, D, dq, dk,
+    return avx512::backward_head(q, k, v, out, grad_out, row_max, inverse_sums, scale, T, D, dq, dk,
                                  dv, scratch);
-  avx2::backward_head(q, k, v, out, grad_out, weights, inverse_sums, scale, T, D, dq, dk, dv,
+  avx2::backward_head(q, k, v, out, grad_out, row_max, inverse_sums, scale, T, D, dq, dk, dv,
                       scratch);
 }
 

@@ -5,8 +5,11 @@
 // of 16, where a BLAS call spends more time on packing and dispatch than on arithmetic (about a
 // quarter of the CPU's matmul rate), and softmax reads and writes the scores twice more. These
 // kernels keep a group of query rows (4 or 8) in the registers and the L1 cache from the scores
-// through the softmax to the product with v, and write the probabilities once, for the backward,
-// with stores that bypass the cache.
+// through the softmax to the product with v. The forward saves only each row's maximum score and
+// the inverse of its weights' sum; the backward computes the scores and weights again from q and k,
+// with the same operations (so the same bits). Writing the weights out for the backward (34 MB a
+// layer of the debug model at batch 4) kept the forward waiting on memory, and holding them took
+// more memory than the rest of the layer.
 //
 // Numerics: every score and every output element is one chain of fused multiply-adds in a fixed
 // order (over the head dim, or over the keys), and exp is a fixed polynomial, so the results depend
@@ -24,12 +27,6 @@
 #include "util/cpu_features.h"
 
 namespace titan::attention_kernels {
-
-// The forward saves, per head, each query row's unnormalized weights exp(score - row max), and the
-// inverse of their sum (the probabilities are weight * inverse). The weights are packed by row:
-// row i holds keys 0..i, padded with zeros to a multiple of 16 floats; rows follow each other.
-// Offset of row `row`; packed_row_offset(T) is the size of a head's block.
-int64_t packed_row_offset(int64_t row);
 
 // A (T, D) matrix of one head: row t's D floats start at data + t * row_stride.
 struct Rows {
@@ -55,29 +52,30 @@ int64_t backward_scratch_floats(int64_t T, int64_t D);
 
 // Requires the CPU to have `isa` (cpu_has_avx2_fma(), and cpu_has_avx512() for kAvx512), T >= 1,
 // D >= 8 and a multiple of 8, scratch of
-// forward_scratch_floats(T, D) floats, weights of packed_row_offset(T) floats, inverse_sums of T.
-// Writes out = softmax(q k^T * scale, causal) v, and the weights and inverse sums described above.
+// forward_scratch_floats(T, D) floats, row_max and inverse_sums of T floats.
+// Writes out = softmax(q k^T * scale, causal) v; row_max[i], the largest of row i's scaled scores
+// (keys 0..i); and inverse_sums[i], 1 / the sum of its weights exp(score - row_max[i]).
 void forward_head(VectorIsa isa, Rows q, Rows k, Rows v, float scale, int64_t T, int64_t D,
-                  MutableRows out, float* weights, float* inverse_sums, float* scratch);
+                  MutableRows out, float* row_max, float* inverse_sums, float* scratch);
 
-// Requires what forward_head does, its out, weights and inverse_sums, and grad_out (T, D).
+// Requires what forward_head does, its out, row_max and inverse_sums, and grad_out (T, D).
 // Writes the gradients of forward_head's out with respect to q, k and v (every row of each).
 void backward_head(VectorIsa isa, Rows q, Rows k, Rows v, Rows out, Rows grad_out,
-                   const float* weights, const float* inverse_sums, float scale, int64_t T,
+                   const float* row_max, const float* inverse_sums, float scale, int64_t T,
                    int64_t D, MutableRows dq, MutableRows dk, MutableRows dv, float* scratch);
 
 // The two builds that forward_head and backward_head dispatch to (the same, less `isa`).
 namespace avx2 {
 void forward_head(Rows q, Rows k, Rows v, float scale, int64_t T, int64_t D, MutableRows out,
-                  float* weights, float* inverse_sums, float* scratch);
-void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* weights,
+                  float* row_max, float* inverse_sums, float* scratch);
+void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* row_max,
                    const float* inverse_sums, float scale, int64_t T, int64_t D, MutableRows dq,
                    MutableRows dk, MutableRows dv, float* scratch);
 }  // namespace avx2
 namespace avx512 {
 void forward_head(Rows q, Rows k, Rows v, float scale, int64_t T, int64_t D, MutableRows out,
-                  float* weights, float* inverse_sums, float* scratch);
-void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* weights,
+                  float* row_max, float* inverse_sums, float* scratch);
+void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* row_max,
                    const float* inverse_sums, float scale, int64_t T, int64_t D, MutableRows dq,
                    MutableRows dk, MutableRows dv, float* scratch);
 }  // namespace avx512

@@ -10,14 +10,14 @@ namespace titan::attention_kernels::avx512 {
 using Built = Kernels<simd::Avx512>;
 
 void forward_head(Rows q, Rows k, Rows v, float scale, int64_t T, int64_t D, MutableRows out,
-                  float* weights, float* inverse_sums, float* scratch) {
-  Built::forward_head(q, k, v, scale, T, D, out, weights, inverse_sums, scratch);
+                  float* row_max, float* inverse_sums, float* scratch) {
+  Built::forward_head(q, k, v, scale, T, D, out, row_max, inverse_sums, scratch);
 }
 
-void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* weights,
+void backward_head(Rows q, Rows k, Rows v, Rows out, Rows grad_out, const float* row_max,
                    const float* inverse_sums, float scale, int64_t T, int64_t D, MutableRows dq,
                    MutableRows dk, MutableRows dv, float* scratch) {
-  Built::backward_head(q, k, v, out, grad_out, weights, inverse_sums, scale, T, D, dq, dk, dv,
+  Built::backward_head(q, k, v, out, grad_out, row_max, inverse_sums, scale, T, D, dq, dk, dv,
                        scratch);
 }
 

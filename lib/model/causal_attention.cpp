@@ -147,40 +147,6 @@ at::Tensor with_contiguous_rows(const at::Tensor& t) {
   return t.stride(3) == 1 ? t : t.contiguous();
 }
 
-// One block of floats per head, held in tensors of at most kMaxBytes each (a head larger than that
-// gets a tensor of its own). glibc serves allocations above its mmap threshold (32 MiB at most)
-// from fresh pages every time, and the saved attention weights of a layer are larger (136 MB at
-// seq_len 1024): in one tensor they were faulted in again every step, which made the fused kernel
-// slower than the blocked one there.
-class HeadBlocks {
- public:
-  static constexpr int64_t kMaxBytes = 8 << 20;
-
-  HeadBlocks(int64_t heads, int64_t floats_per_head, const at::TensorOptions& options)
-      : floats_per_head_(floats_per_head),
-        heads_per_tensor_(std::max<int64_t>(1, kMaxBytes / 4 / floats_per_head)) {
-    for (int64_t first = 0; first < heads; first += heads_per_tensor_) {
-      const int64_t count = std::min(heads_per_tensor_, heads - first);
-      tensors_.push_back(at::empty({count, floats_per_head}, options));
-    }
-  }
-  // The tensors of a HeadBlocks built as above, in order.
-  explicit HeadBlocks(variable_list tensors)
-      : floats_per_head_(tensors.at(0).size(1)),
-        heads_per_tensor_(tensors.at(0).size(0)),
-        tensors_(std::move(tensors)) {}
-
-  float* of_head(int64_t head) const {
-    return tensors_[static_cast<size_t>(head / heads_per_tensor_)].data_ptr<float>() +
-           (head % heads_per_tensor_) * floats_per_head_;
-  }
-  const variable_list& tensors() const { return tensors_; }
-
- private:
-  int64_t floats_per_head_, heads_per_tensor_;
-  variable_list tensors_;
-};
-
 struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
   static variable_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v) {
     return {observed_as_one_op(kOpName, {q, k, v}, [&] { return compute_forward(ctx, q, k, v); })};
@@ -194,22 +160,22 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
     // Contiguous, unlike the gradients: the recompute checker hashes only contiguous op outputs,
     // and this op's output is the one it should name when attention's bits differ.
     auto out = at::empty(q.sizes(), q.options());  // (B, H, T, D)
+    // Per query row, what the backward needs to compute its weights again (attention_kernels.h).
+    auto row_max = at::empty({heads, T}, q.options());
     auto inverse_sums = at::empty({heads, T}, q.options());
-    HeadBlocks weights(heads, ak::packed_row_offset(T), q.options());
     const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
-    float *out_p = out.data_ptr<float>(), *inverse_p = inverse_sums.data_ptr<float>();
+    float *out_p = out.data_ptr<float>(), *max_p = row_max.data_ptr<float>(),
+          *inverse_p = inverse_sums.data_ptr<float>();
     const VectorIsa isa = fused_kernel_isa();
     for_each_head_range(heads, [&](int64_t first, int64_t count) {
       std::vector<float> scratch(static_cast<size_t>(ak::forward_scratch_floats(T, D)));
       for (int64_t h = first; h < first + count; ++h)
         ak::forward_head(isa, head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
                          head_rows<ak::Rows>(vp, v, h), scale, T, D,
-                         head_rows<ak::MutableRows>(out_p, out, h), weights.of_head(h),
+                         head_rows<ak::MutableRows>(out_p, out, h), max_p + h * T,
                          inverse_p + h * T, scratch.data());
     });
-    variable_list saved = {q, k, v, out, inverse_sums};
-    saved.insert(saved.end(), weights.tensors().begin(), weights.tensors().end());
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward({q, k, v, out, row_max, inverse_sums});
     ctx->saved_data["isa"] = static_cast<int64_t>(isa);  // the backward runs the same build
     return out;
   }
@@ -219,15 +185,14 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
     at::DisableRecordFunctionGuard unobserved;
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3];
-    const auto& inverse_sums = saved[4];
-    const HeadBlocks weights(variable_list(saved.begin() + 5, saved.end()));
+    const auto &row_max = saved[4], &inverse_sums = saved[5];
     const int64_t T = q.size(2), D = q.size(3), heads = q.size(0) * q.size(1);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     auto grad_out = with_contiguous_rows(grad_outputs[0]);  // (B, H, T, D)
     auto dq = empty_heads_view(q), dk = empty_heads_view(k), dv = empty_heads_view(v);
     const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>(),
                 *op = out.data_ptr<float>(), *gp = grad_out.data_ptr<float>(),
-                *inverse_p = inverse_sums.data_ptr<float>();
+                *max_p = row_max.data_ptr<float>(), *inverse_p = inverse_sums.data_ptr<float>();
     float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
     const auto isa = static_cast<VectorIsa>(ctx->saved_data["isa"].toInt());
     for_each_head_range(heads, [&](int64_t first, int64_t count) {
@@ -235,8 +200,8 @@ struct FusedCausalAttention : public torch::autograd::Function<FusedCausalAttent
       for (int64_t h = first; h < first + count; ++h)
         ak::backward_head(isa, head_rows<ak::Rows>(qp, q, h), head_rows<ak::Rows>(kp, k, h),
                           head_rows<ak::Rows>(vp, v, h), head_rows<ak::Rows>(op, out, h),
-                          head_rows<ak::Rows>(gp, grad_out, h), weights.of_head(h),
-                          inverse_p + h * T, scale, T, D, head_rows<ak::MutableRows>(dqp, dq, h),
+                          head_rows<ak::Rows>(gp, grad_out, h), max_p + h * T, inverse_p + h * T,
+                          scale, T, D, head_rows<ak::MutableRows>(dqp, dq, h),
                           head_rows<ak::MutableRows>(dkp, dk, h),
                           head_rows<ak::MutableRows>(dvp, dv, h), scratch.data());
     });

@@ -58,17 +58,11 @@ inline typename V::F exp_lanes(typename V::F x) {
   return V::mul(p, V::pow2_of_integral(n));
 }
 
-// Orders the streaming stores (V::stream) before the stores that follow, such as a lock's release.
-inline void stream_fence() { _mm_sfence(); }
-
 struct Avx2 {
   using F = __m256;
   static constexpr int kLanes = 8;
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
-  // A store that bypasses the caches (p aligned to 32 bytes), for data read back much later;
-  // simd::stream_fence() before anyone else reads it.
-  static void stream(float* p, F x) { _mm256_stream_ps(p, x); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F zero() { return _mm256_setzero_ps(); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
@@ -123,7 +117,6 @@ struct Avx512 {
   static constexpr int kLanes = 16;
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
-  static void stream(float* p, F x) { _mm512_stream_ps(p, x); }  // p aligned to 64 bytes
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F zero() { return _mm512_setzero_ps(); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
