@@ -2,6 +2,7 @@
 // JsonSyntaxError with a column inside the line; random valid objects decode to their text.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "catch_torch.h"
 #include "data/sources.h"
+#include "util/json_cursor.h"
 #include "util/strings.h"
 #include "util/utf8.h"
 
@@ -241,4 +243,27 @@ TEST_CASE("json: strict grammar for values that are skipped", "[data]") {
   std::string text;
   REQUIRE(parses(R"({"text": "\ud83d\ude00 caf\u00E9 \"q\" \\ \/ \b\f\n\r\t"})", &text));
   CHECK(text == "\xF0\x9F\x98\x80 caf\xC3\xA9 \"q\" \\ / \b\f\n\r\t");
+}
+
+// The writers' one quoting helper (spans, safetensors headers, replay reports): every
+// ASCII byte, control characters included, and UTF-8 text read back unchanged through the strict
+// reader, and the escapes are the short, standard ones.
+TEST_CASE("json: json_quoted text reads back unchanged, every ASCII byte and UTF-8 included",
+          "[data]") {
+  std::string ascii;
+  for (int c = 1; c < 0x80; ++c) ascii += static_cast<char>(c);
+  for (const std::string& text :
+       {std::string(), ascii, std::string("caf\xc3\xa9 \xe2\x82\xac"), std::string("a\0b", 3)}) {
+    const std::string quoted = json_quoted(text);
+    INFO(printable(quoted));
+    // JSON allows no raw control character in a string (the reader here would take one).
+    CHECK(std::none_of(quoted.begin(), quoted.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
+    std::string back;
+    JsonCursor cursor(quoted);
+    cursor.string(&back);
+    CHECK(cursor.at_end());
+    CHECK(back == text);
+  }
+  CHECK(json_quoted("a\"b\\c\n\x1f") == "\"a\\\"b\\\\c\\u000a\\u001f\"");
 }

@@ -11,6 +11,7 @@
 
 #include "util/error.h"
 #include "util/json_cursor.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -34,21 +35,6 @@ const char* dtype_name(at::ScalarType type) {
   throw RuntimeFailure(fmt::format("safetensors has no name for dtype {}", c10::toString(type)));
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string header_json(const std::vector<at::Tensor>& contiguous,
                         const std::vector<NamedTensor>& tensors,
                         const SafetensorsMetadata& metadata) {
@@ -57,7 +43,7 @@ std::string header_json(const std::vector<at::Tensor>& contiguous,
     json += "\"__metadata__\":{";
     for (const auto& [key, value] : metadata) {
       if (json.back() != '{') json += ',';
-      json += json_string(key) + ":" + json_string(value);
+      json += json_quoted(key) + ":" + json_quoted(value);
     }
     json += "}";
   }
@@ -66,7 +52,7 @@ std::string header_json(const std::vector<at::Tensor>& contiguous,
     const at::Tensor& t = contiguous[i];
     if (json.size() > 1) json += ',';
     json += fmt::format("{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                        json_string(tensors[i].name), dtype_name(t.scalar_type()),
+                        json_quoted(tensors[i].name), dtype_name(t.scalar_type()),
                         fmt::join(t.sizes(), ","), offset, offset + t.nbytes());
     offset += t.nbytes();
   }

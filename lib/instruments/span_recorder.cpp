@@ -131,21 +131,6 @@ bool libtorch_profiler_works() {
   }
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 std::unique_ptr<SpanRecorder> make_span_recorder() {
@@ -164,7 +149,7 @@ std::string format_chrome_trace(const std::vector<TraceSpan>& spans, int64_t ran
     out += fmt::format(
         "  {{\"ph\": \"X\", \"cat\": {}, \"name\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {}, "
         "\"dur\": {}}}{}\n",
-        json_string(s.category), json_string(s.name), rank, s.thread, s.start_us - origin,
+        json_quoted(s.category), json_quoted(s.name), rank, s.thread, s.start_us - origin,
         s.duration_us, i + 1 < spans.size() ? "," : "");
   }
   return out + "], \"displayTimeUnit\": \"ms\"}\n";

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/strings.h"
+
 namespace titan {
 namespace {
 
@@ -63,21 +65,6 @@ std::vector<OpPair> align_ops(const std::vector<CapturedOp>& a, const std::vecto
 std::string place(const CapturedOp& op) {
   return fmt::format("micro-batch {} layers.{} op #{} {} {}{}", op.micro_batch, op.block, op.index,
                      op.name, op.dtype, op.shape);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string json_number(double v) {
@@ -140,8 +127,8 @@ std::string op_json(const OpComparison& op) {
       "\"shape\": {}, \"capture_norm\": {}, \"replay_norm\": {}, \"norm_difference\": {}, "
       "\"capture_added_rel_error\": {}, \"replay_added_rel_error\": {}, \"bound\": {}, "
       "\"closer\": \"{}\", \"factor\": {}, \"adds\": {}}}",
-      op.capture.micro_batch, op.capture.block, op.capture.index, json_string(op.capture.name),
-      json_string(op.capture.dtype), json_string(op.capture.shape), json_number(op.capture.norm),
+      op.capture.micro_batch, op.capture.block, op.capture.index, json_quoted(op.capture.name),
+      json_quoted(op.capture.dtype), json_quoted(op.capture.shape), json_number(op.capture.norm),
       json_number(op.replay.norm), json_number(op.norm_difference),
       json_number(op.capture.added.max_rel), json_number(op.replay.added.max_rel),
       json_number(op.bound), closer_name(op.closer), json_number(op.factor),
@@ -287,13 +274,13 @@ std::string format_replay_json(const ReplayReport& r) {
   std::string out = fmt::format(
       "{{\"capture\": {}, \"step\": {}, \"captured_by\": {}, \"identical\": {}, "
       "\"capture_reexecution_bitwise\": {},\n",
-      json_string(r.capture_folder), r.step, json_string(r.captured_by),
+      json_quoted(r.capture_folder), r.step, json_quoted(r.captured_by),
       r.identical ? "true" : "false", r.capture_reexecution_bitwise ? "true" : "false");
   out += "\"machine_differences\": [";
   for (size_t i = 0; i < r.machine_differences.size(); ++i) {
     const auto& d = r.machine_differences[i];
     out += fmt::format("{}{{\"key\": {}, \"capture\": {}, \"replay\": {}}}", i ? ", " : "",
-                       json_string(d.key), json_string(d.capture), json_string(d.replay));
+                       json_quoted(d.key), json_quoted(d.capture), json_quoted(d.replay));
   }
   out += "],\n";
   out += fmt::format(
@@ -301,7 +288,7 @@ std::string format_replay_json(const ReplayReport& r) {
       "\"gradients_differing\": {}, \"first_gradient_differing\": {}, \"structure_difference\": "
       "{}, \"bound_units\": {},\n",
       r.ops_compared, r.ops_differing, r.gradients_compared, r.gradients_differing,
-      json_string(r.first_gradient_differing), json_string(r.structure_difference),
+      json_quoted(r.first_gradient_differing), json_quoted(r.structure_difference),
       json_number(kBoundUnits));
   out += "\"first_op\": " + (r.first ? op_json(*r.first) : std::string("null")) + ",\n";
   out += "\"worst_ops\": [";

@@ -37,4 +37,8 @@ bool ends_with(const std::string& s, const std::string& suffix);
 // 1234567 -> "1,234,567".
 std::string with_thousands(long long value);
 
+// `s` as a JSON string literal: in double quotes, with " and \ escaped and control characters as
+// \u00XX. Bytes from 0x80 up pass through, so UTF-8 text stays UTF-8.
+std::string json_quoted(const std::string& s);
+
 }  // namespace titan
