@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "analysis/compare.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -107,22 +108,6 @@ void append_numerics(std::string& out, const NumericsComparison& n) {
 
 // ---- JSON -----------------------------------------------------------------------------------
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20) {
-      out += fmt::format("\\u{:04x}", u);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
 // JSON has no NaN or infinity: those become null.
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v) : "null"; }
 
@@ -136,8 +121,8 @@ std::string json_array(const std::vector<T>& items, F&& render) {
 std::string json_field(const std::optional<FieldDifference>& d) {
   if (!d) return "null";
   std::string out =
-      fmt::format(R"({{"step": {}, "field": {}, "a": {}, "b": {})", d->step, json_string(d->field),
-                  json_string(d->a_text), json_string(d->b_text));
+      fmt::format(R"({{"step": {}, "field": {}, "a": {}, "b": {})", d->step, json_quoted(d->field),
+                  json_quoted(d->a_text), json_quoted(d->b_text));
   if (d->numeric) {
     out += fmt::format(R"(, "a_value": {}, "b_value": {}, "abs_diff": {}, "rel_diff": {})",
                        json_number(d->a), json_number(d->b), json_number(d->abs_diff),
@@ -149,19 +134,19 @@ std::string json_field(const std::optional<FieldDifference>& d) {
 std::string json_entry(const std::optional<NumericsEntry>& e) {
   if (!e) return "null";
   std::string out =
-      fmt::format(R"({{"entry": {}, "line": {})", json_string(describe_entry(*e)), e->line);
+      fmt::format(R"({{"entry": {}, "line": {})", json_quoted(describe_entry(*e)), e->line);
   if (e->kind == NumericsKind::kOp) {
     out += fmt::format(
-        R"(, "block": {}, "position": {}, "op": {}, "outputs": {})", json_string(e->name),
-        e->position, json_string(e->op), json_array(e->outputs, [](const OpOutput& o) {
+        R"(, "block": {}, "position": {}, "op": {}, "outputs": {})", json_quoted(e->name),
+        e->position, json_quoted(e->op), json_array(e->outputs, [](const OpOutput& o) {
           return fmt::format(R"({{"meta": {}, "checksum": {}, "max_abs": {}}})",
-                             json_string(format_op_output_meta(o)),
-                             o.hashed ? json_string(fmt::format("{:016x}", o.checksum)) : "null",
+                             json_quoted(format_op_output_meta(o)),
+                             o.hashed ? json_quoted(fmt::format("{:016x}", o.checksum)) : "null",
                              o.max_abs ? json_number(*o.max_abs) : "null");
         }));
   } else {
     out += fmt::format(R"(, "tensor": {}, "checksum": "{:016x}", "mean": {}, "max_abs": {})",
-                       json_string(e->name), e->stats.checksum, json_number(e->stats.mean),
+                       json_quoted(e->name), e->stats.checksum, json_number(e->stats.mean),
                        json_number(e->stats.max_abs));
   }
   return out + "}";
@@ -175,7 +160,7 @@ std::string json_numerics_difference(const std::optional<NumericsDifference>& d)
 std::string json_numerics(const NumericsComparison& n) {
   return fmt::format(
       R"({{"compared": {}, "note": {}, "step": {}, "forward": {}, "op": {}, "gradient": {}}})",
-      n.compared, json_string(n.note), n.step ? std::to_string(*n.step) : "null",
+      n.compared, json_quoted(n.note), n.step ? std::to_string(*n.step) : "null",
       json_numerics_difference(n.forward), json_numerics_difference(n.op),
       json_numerics_difference(n.gradient));
 }
@@ -216,12 +201,12 @@ std::string format_comparison_text(const Comparison& c) {
 
 std::string format_comparison_json(const Comparison& c) {
   auto header = json_array(c.header, [](const HeaderDifference& h) {
-    return fmt::format(R"({{"key": {}, "a": {}, "b": {}}})", json_string(h.key), json_string(h.a),
-                       json_string(h.b));
+    return fmt::format(R"({{"key": {}, "a": {}, "b": {}}})", json_quoted(h.key), json_quoted(h.a),
+                       json_quoted(h.b));
   });
   auto keys = json_array(c.config_keys, [](const ConfigKeyDifference& k) {
-    return fmt::format(R"({{"key": {}, "a": {}, "b": {}, "hashed": {}}})", json_string(k.key),
-                       json_string(k.a), json_string(k.b), k.hashed);
+    return fmt::format(R"({{"key": {}, "a": {}, "b": {}, "hashed": {}}})", json_quoted(k.key),
+                       json_quoted(k.a), json_quoted(k.b), k.hashed);
   });
   auto growth = json_array(c.loss_growth, [](const LossRow& r) {
     return fmt::format(R"({{"step": {}, "a": {}, "b": {}, "abs_diff": {}, "rel_diff": {}}})",
@@ -229,7 +214,7 @@ std::string format_comparison_json(const Comparison& c) {
                        json_number(r.rel_diff));
   });
   std::string out = "{";
-  out += fmt::format(R"("a": {}, "b": {}, )", json_string(c.a.arg), json_string(c.b.arg));
+  out += fmt::format(R"("a": {}, "b": {}, )", json_quoted(c.a.arg), json_quoted(c.b.arg));
   out +=
       fmt::format(R"("header_differences": {}, "configs_compared": {}, "config_differences": {}, )",
                   header, c.configs_compared, keys);
