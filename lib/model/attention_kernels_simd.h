@@ -292,8 +292,8 @@ struct Kernels {
   }
 
   // The scaled scores of a group's rows (keys up to g.key_end) into rows r0.. of s, and with
-  // kMax each row's largest over its keys into row_max. (The backward, which has them, takes
-  // kMax = false: at AVX2's 16 vector registers, the maxima's would make the dot products spill.)
+  // kMax each row's largest over its keys into row_max. (The backward, which has them saved,
+  // takes kMax = false and skips that work.)
   template <bool kMax>
   static void group_scores(const RowGroup& g, Rows q, const float* kt, int64_t width, int64_t D,
                            float scale, Tile s, int64_t r0, float* row_max) {
