@@ -2,6 +2,7 @@
 // this process, on a Gloo group of threads), and a rank's peak RSS through the binary against
 // replication's.
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "test_ranks.h"
 #include "test_util.h"
 #include "train/memory_check.h"
+#include "util/cpu_features.h"
 
 namespace titan {
 namespace {
@@ -68,6 +70,31 @@ TEST_CASE(
   CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 4.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 4.0 * n);
+}
+
+TEST_CASE(
+    "memory: the CPU attention estimate follows the kernel: 2 floats a query row for the fused "
+    "kernels, the probabilities' causal triangle for blocked ATen",
+    "[config]") {
+  Config config;
+  config.training.seq_len = 4096;
+  config.training.local_batch_size = 2;
+  config.activation_checkpoint.mode = AcMode::kNone;  // every block holds its share
+  const ModelArgs args = model_args_for_flavor(Flavor::kDebugModel);
+  const c10::Device cpu(c10::kCPU);
+  const double T = 4096, heads = 2.0 * static_cast<double>(args.n_heads);
+  const double layers = static_cast<double>(args.n_layers);
+  if (cpu_has_avx2_fma()) {  // the fused kernels, which compute the weights again
+    CHECK(estimate_memory(args, config, 1, cpu).attention == layers * heads * 8.0 * T);
+  }
+  set_fused_kernels(FusedKernels::kOff);
+  const double without_fused = estimate_memory(args, config, 1, cpu).attention;
+  set_fused_kernels(FusedKernels::kWidest);
+#if TORCH_VERSION_MAJOR >= 2
+  CHECK(without_fused == 0);  // scaled_dot_product_attention's flash kernel: O(T), not counted
+#else
+  CHECK(without_fused == layers * heads * 4.0 * T * (T + 1) / 2);
+#endif
 }
 
 // The bytes of a tensor's storage (0 for a released parameter).

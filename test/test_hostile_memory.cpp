@@ -3,6 +3,7 @@
 // address-space limit. Each ends in titan-train's own words: the NaN check, exit 2 before any
 // output, or "out of memory" with exit 1, never a raw library message or a hang.
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <new>
@@ -83,19 +84,25 @@ TEST_CASE(
     "hostile memory: attention's saved probabilities are counted, so a sequence that cannot "
     "fit is refused before any output",
     "[hostile]") {
-  // The tiny model at 2^20 tokens: its weights and per-token activations fit in 1 GiB, its
-  // causal (T, T) attention probabilities need 2 TiB a head.
+#if TORCH_VERSION_MAJOR >= 2
+  TITAN_SKIP("SKIPPED: on libtorch 2.x no CPU attention kernel saves the probabilities");
+#endif
+  // The tiny model at 2^20 tokens on the blocked ATen kernel (debug.cpu_kernels aten): its
+  // weights and per-token activations fit in 1 GiB, its causal (T, T) attention probabilities
+  // need 2 TiB a head. (The fused kernels save 2 floats a row.)
   const auto dir = test::temp_dir("hostile_attention_memory") + "/run";
-  const auto r = test::run_titan_bounded(
-      test::tiny_run(dir, 1, "--training.seq_len 1048576 --training.local_batch_size 1"));
+  const auto r = test::run_titan_bounded(test::tiny_run(
+      dir, 1, "--training.seq_len 1048576 --training.local_batch_size 1 --debug.cpu_kernels aten"));
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("of them attention's saved probabilities"));
   CHECK_FALSE(fs::exists(dir));
   // A precision step's float64 replica is counted too: the same run without attention's share
   // fits, with it and debug.precision_steps it names the reference step.
-  const auto p = test::run_titan_bounded(test::tiny_run(
-      dir, 1, "--training.seq_len 131072 --training.local_batch_size 1 --debug.precision_steps 1"));
+  const auto p = test::run_titan_bounded(
+      test::tiny_run(dir, 1,
+                     "--training.seq_len 131072 --training.local_batch_size 1 "
+                     "--debug.precision_steps 1 --debug.cpu_kernels aten"));
   INFO(p.output);
   if (p.exit_code == 2) {
     CHECK_THAT(p.output, Catch::Contains("for debug.precision_steps' reference step"));

@@ -254,8 +254,9 @@ TEST_CASE(
     "hostile runs: an allocation that fails in a step is named with the step, the phase "
     "and the size",
     "[hostile]") {
-  // An address-space limit (ulimit -v) that the start-up fits in and step 1's forward at 8,192
-  // tokens does not: the memory check, which counts the machine's memory, lets it pass. The
+  // An address-space limit (ulimit -v) that the start-up fits in and step 1's forward at 131,072
+  // tokens (about 12 GB of activations) does not: the memory check, which counts the machine's
+  // memory and a lower bound of the activations (about 4 GB here), lets it pass. The
   // binary's own mappings vary (a CUDA libtorch maps gigabytes): the limit is 1 GB above the
   // smallest power of two (from 1 GB) that --version loads under.
   const auto dir = test::temp_dir("hostile_oom");
@@ -268,7 +269,7 @@ TEST_CASE(
   }
   const auto r = test::run_shell(fmt::format(
       "ulimit -v {}; timeout 120 {} --config {}/configs/debug_model.toml --training.seq_len "
-      "8192 --training.local_batch_size 1 --training.steps 1 --job.dump_folder {}/run 2>&1",
+      "8192 --training.local_batch_size 16 --training.steps 1 --job.dump_folder {}/run 2>&1",
       loads + 1000000, test::binary(), test::source_dir(), dir));
   INFO(r.output);
   CHECK(r.exit_code == 1);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "metrics/device_stats.h"
+#include "model/causal_attention.h"
 #include "util/error.h"
 
 namespace titan {
@@ -45,8 +46,15 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
     const double blocks = config.activation_checkpoint.mode == AcMode::kNone
                               ? static_cast<double>(args.n_layers)
                               : 1.0;
-    e.attention = blocks * static_cast<double>(t.local_batch_size) *
-                  static_cast<double>(args.n_heads) * 4.0 * (T * (T + 1.0) / 2.0);
+    const double heads = static_cast<double>(t.local_batch_size * args.n_heads);
+    const at::ScalarType dtype =
+        uses_bf16_autocast(t.mixed_precision_param, false) ? at::kBFloat16 : at::kFloat;
+    const AttentionKernel kernel = attention_kernel_for(args.head_dim(), dtype, device);
+    if (kernel == AttentionKernel::kBlockedAten) {
+      e.attention = blocks * heads * 4.0 * (T * (T + 1.0) / 2.0);
+    } else if (kernel != AttentionKernel::kTorchSdpa) {  // the fused kernels: 2 floats a row
+      e.attention = blocks * heads * 8.0 * T;
+    }
   }
   e.activations = tokens * 4.0 *
                       (2.0 * static_cast<double>(args.vocab_size) +

@@ -24,9 +24,12 @@ struct MemoryEstimate {
   // (in any activation checkpointing mode) its q, k, v, attention output and SwiGLU's two
   // hidden projections.
   double activations = 0;
-  // Of `activations`: the attention probabilities the CPU kernels save for the backward, a causal
-  // (T, T) triangle per head and sequence, for every block without activation checkpointing and
-  // for the one block recomputed at a time with it. (CUDA's flash kernels save O(T).)
+  // Of `activations`: what the CPU attention kernel saves for its backward, for every block
+  // without activation checkpointing and for the one block recomputed at a time with it. The
+  // blocked ATen kernel saves the probabilities, a causal (T, T) triangle per head and sequence;
+  // the fused kernels 2 floats a query row (they compute the weights again); the flash kernels
+  // (scaled_dot_product_attention, libtorch 2.x) O(T), not counted. Requires the kernel choice
+  // made (make_deterministic: debug.cpu_kernels).
   double attention = 0;
   // debug.precision_steps: the reference replica's weights and gradients in its precision, and a
   // micro-batch's activations (attention included) in it.
