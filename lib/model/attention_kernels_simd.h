@@ -87,7 +87,7 @@ struct Kernels {
   // over d from 0; hands each block to epilogue(r, j, vectors).
   template <int R, int NB, typename Epilogue>
   __attribute__((always_inline)) static inline void dot_step(const float* const* a, const float* bt,
-                                                             int64_t width, int64_t D, int64_t j0,
+                                                             int64_t D, int64_t j0,
                                                              const Epilogue& epilogue) {
     constexpr int kVectors = NB * kRegs;
     F acc[R][kVectors];
@@ -115,28 +115,26 @@ struct Kernels {
   // blocks a step, and hands each block to epilogue(r, j, vectors). The blocking changes no bit.
   template <int R, typename Epilogue>
   __attribute__((always_inline)) static inline void row_dots(const float* const* a, const float* bt,
-                                                             int64_t width, int64_t D,
-                                                             int64_t key_end,
+                                                             int64_t D, int64_t key_end,
                                                              const Epilogue& epilogue) {
     int64_t j = 0;
     for (; j + kDotBlocks * kBlockKeys <= key_end; j += kDotBlocks * kBlockKeys)
-      dot_step<R, kDotBlocks>(a, bt, width, D, j, epilogue);
-    for (; j < key_end; j += kBlockKeys) dot_step<R, 1>(a, bt, width, D, j, epilogue);
+      dot_step<R, kDotBlocks>(a, bt, D, j, epilogue);
+    for (; j < key_end; j += kBlockKeys) dot_step<R, 1>(a, bt, D, j, epilogue);
   }
 
   // row_dots over a group of 1 to kRows rows of `a`: epilogue(r, j, vectors) with r the row's
   // index in the group.
   template <typename Epilogue>
   __attribute__((always_inline)) static inline void group_dots(const Rows& a, const RowGroup& g,
-                                                               const float* bt, int64_t width,
-                                                               int64_t D,
+                                                               const float* bt, int64_t D,
                                                                const Epilogue& epilogue) {
     const float* rows[kRows];
     for (int64_t r = 0; r < g.rows; ++r) rows[r] = a.data + (g.i0 + r) * a.row_stride;
-    if (g.rows == kRows) return row_dots<kRows>(rows, bt, width, D, g.key_end, epilogue);
+    if (g.rows == kRows) return row_dots<kRows>(rows, bt, D, g.key_end, epilogue);
     for (int64_t r = 0; r < g.rows; ++r)
       row_dots<1>(
-          rows + r, bt, width, D,
+          rows + r, bt, D,
           g.key_end, [&](int, int64_t j, const F* v) __attribute__((always_inline)) {
             epilogue(static_cast<int>(r), j, v);
           });
@@ -295,13 +293,13 @@ struct Kernels {
   // kMax each row's largest over its keys into row_max. (The backward, which has them saved,
   // takes kMax = false and skips that work.)
   template <bool kMax>
-  static void group_scores(const RowGroup& g, Rows q, const float* kt, int64_t width, int64_t D,
-                           float scale, Tile s, int64_t r0, float* row_max) {
+  static void group_scores(const RowGroup& g, Rows q, const float* kt, int64_t D, float scale,
+                           Tile s, int64_t r0, float* row_max) {
     const F vscale = V::set1(scale), minus_inf = V::set1(-__builtin_inff());
     F vmax[kRows];
     for (int r = 0; r < kRows; ++r) vmax[r] = minus_inf;
     group_dots(
-        q, g, kt, width, D, [&](int r, int64_t j, const F* acc) __attribute__((always_inline)) {
+        q, g, kt, D, [&](int r, int64_t j, const F* acc) __attribute__((always_inline)) {
           const int64_t keys = g.i0 + r + 1 - j;  // keys of this row in this block
           float* block = s.at(r0 + r, j);
           for (int c = 0; c < kRegs; ++c) {
@@ -330,7 +328,7 @@ struct Kernels {
       const int64_t rows = T - i0 < kOutRows ? T - i0 : kOutRows;
       for (int64_t sub = 0; sub < rows; sub += kRows) {
         const RowGroup g = row_group(i0 + sub, T);
-        group_scores<true>(g, q, kt, width, D, scale, weights, sub, row_max);
+        group_scores<true>(g, q, kt, D, scale, weights, sub, row_max);
         for (int64_t r = 0; r < g.rows; ++r)
           inverse_sums[g.i0 + r] =
               exp_row(weights, sub + r, g.i0 + r + 1, g.key_end, row_max[g.i0 + r]);
@@ -343,11 +341,11 @@ struct Kernels {
   // computed again as the forward did, then p = weight * inverse sum and
   // dscore = p * (dp - grad_out . out), with dp = grad_out . v.
   static void backward_group(const RowGroup& g, int64_t p0, Rows q, Rows out, Rows grad_out,
-                             const float* kt, const float* vt, int64_t width, int64_t D,
-                             float scale, const float* row_max, const float* inverse_sums,
-                             Tile probs, Tile dscores) {
+                             const float* kt, const float* vt, int64_t D, float scale,
+                             const float* row_max, const float* inverse_sums, Tile probs,
+                             Tile dscores) {
     const int64_t r0 = g.i0 - p0;  // the group's first row in the panel
-    group_scores<false>(g, q, kt, width, D, scale, probs, r0, nullptr);
+    group_scores<false>(g, q, kt, D, scale, probs, r0, nullptr);
     F inverses[kRows], terms[kRows];  // 1 / sum of weights, grad_out . out
     for (int64_t r = 0; r < g.rows; ++r) {
       const int64_t i = g.i0 + r;
@@ -357,8 +355,7 @@ struct Kernels {
           simd::dot8(grad_out.data + i * grad_out.row_stride, out.data + i * out.row_stride, D));
     }
     group_dots(
-        grad_out, g, vt, width,
-        D, [&](int r, int64_t j, const F* dp) __attribute__((always_inline)) {
+        grad_out, g, vt, D, [&](int r, int64_t j, const F* dp) __attribute__((always_inline)) {
           float* p_block = probs.at(r0 + r, j);
           float* dscore_block = dscores.at(r0 + r, j);
           for (int c = 0; c < kRegs; ++c) {
@@ -387,7 +384,7 @@ struct Kernels {
     for (int64_t p0 = 0; p0 < T; p0 += kPanelRows) {
       const int64_t panel_rows = T - p0 < kPanelRows ? T - p0 : kPanelRows;
       for (int64_t i0 = p0; i0 < p0 + panel_rows; i0 += kRows)
-        backward_group(row_group(i0, T), p0, q, out, grad_out, kt, vt, width, D, scale, row_max,
+        backward_group(row_group(i0, T), p0, q, out, grad_out, kt, vt, D, scale, row_max,
                        inverse_sums, probs, dscores);
       // The panel's dq rows, kOutRows at a time.
       float scales[kOutRows];
