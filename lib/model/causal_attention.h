@@ -3,10 +3,13 @@
 // On CUDA (libtorch >= 2.0): at::scaled_dot_product_attention (flash / memory-efficient kernels).
 // On the CPU titan-train's own kernels, on every libtorch: 1.13 has no fused kernel, 2.6's CPU
 // flash kernel is 20-70x slower at seq_len 512 than at 256, and the naive q@k^T, mask, softmax, @v
-// spends most of a CPU step writing and re-reading full (T, T) score matrices. This version walks
-// query blocks and multiplies each only with the keys it may see, so the masked upper triangle is
-// never computed, folds the scale and the mask into one baddbmm, softmaxes in place, and uses a
-// hand-written backward that reuses the saved probabilities.
+// spends most of a CPU step writing and re-reading full (T, T) score matrices. The fused kernels
+// (attention_kernels.h) take groups of query rows from the scores through the softmax to the
+// product with v in registers and L1, save 2 floats a query row, and compute the probabilities
+// again in the backward. The blocked ATen version (1.13 where the fused kernels do not apply)
+// walks query blocks and multiplies each only with the keys it may see, so the masked upper
+// triangle is never computed, folds the scale and the mask into one baddbmm, softmaxes in place,
+// and uses a hand-written backward that reuses the saved probabilities.
 #pragma once
 
 #include <ATen/ATen.h>
