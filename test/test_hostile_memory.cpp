@@ -95,7 +95,9 @@ TEST_CASE(
       dir, 1, "--training.seq_len 1048576 --training.local_batch_size 1 --debug.cpu_kernels aten"));
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("of them what attention saves for its backward: the causal probabilities)"));
+  CHECK_THAT(
+      r.output,
+      Catch::Contains("of them what attention saves for its backward: the causal probabilities)"));
   CHECK_FALSE(fs::exists(dir));
   // A precision step's float64 replica is counted too: the same run without attention's share
   // fits, with it and debug.precision_steps it names the reference step.

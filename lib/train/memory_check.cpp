@@ -124,8 +124,7 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
           "saves for its backward{}), {} for the tokens of {} micro-batches per step{})",
           gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
           gib(e.activations), t.local_batch_size, t.seq_len, gib(e.attention),
-          attention_share_what(args, config, device), gib(e.batches),
-          grad_accum_steps,
+          attention_share_what(args, config, device), gib(e.batches), grad_accum_steps,
           e.precision_step > 0
               ? fmt::format(", {} for debug.precision_steps' reference step", gib(e.precision_step))
               : ""),
