@@ -15,27 +15,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
 
-at::ScalarType cpu_compute_dtype(const Config& config) {
-  return uses_bf16_autocast(config.training.mixed_precision_param, false) ? at::kBFloat16
-                                                                          : at::kFloat;
-}
-
-// What estimate_memory's attention share counts, for the error message.
-std::string attention_share_what(const ModelArgs& args, const Config& config,
-                                 const c10::Device& device) {
-  if (device.is_cuda()) return "";
-  switch (attention_kernel_for(args.head_dim(), cpu_compute_dtype(config), device)) {
-    case AttentionKernel::kBlockedAten:
-      return ": the causal probabilities";
-    case AttentionKernel::kFusedAvx2:
-    case AttentionKernel::kFusedAvx512:
-      return ": 2 floats a query row";
-    case AttentionKernel::kTorchSdpa:
-      return "";
-  }
-  return "";
-}
-
 }  // namespace
 
 int64_t largest_unit_params(const ModelArgs& args) {
@@ -68,12 +47,15 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
                               ? static_cast<double>(args.n_layers)
                               : 1.0;
     const double heads = static_cast<double>(t.local_batch_size * args.n_heads);
-    const AttentionKernel kernel =
-        attention_kernel_for(args.head_dim(), cpu_compute_dtype(config), device);
+    const at::ScalarType dtype =
+        uses_bf16_autocast(t.mixed_precision_param, false) ? at::kBFloat16 : at::kFloat;
+    const AttentionKernel kernel = attention_kernel_for(args.head_dim(), dtype, device);
     if (kernel == AttentionKernel::kBlockedAten) {
       e.attention = blocks * heads * 4.0 * (T * (T + 1.0) / 2.0);
-    } else if (kernel != AttentionKernel::kTorchSdpa) {  // the fused kernels: 2 floats a row
+      e.attention_saves = "the causal probabilities";
+    } else if (kernel != AttentionKernel::kTorchSdpa) {  // the fused kernels
       e.attention = blocks * heads * 8.0 * T;
+      e.attention_saves = "2 floats a query row";
     }
   }
   e.activations = tokens * 4.0 *
@@ -124,7 +106,8 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
           "saves for its backward{}), {} for the tokens of {} micro-batches per step{})",
           gib(host_short ? host_side : on_device), shown_limit, gib(e.model_state),
           gib(e.activations), t.local_batch_size, t.seq_len, gib(e.attention),
-          attention_share_what(args, config, device), gib(e.batches), grad_accum_steps,
+          e.attention_saves.empty() ? "" : ": " + e.attention_saves, gib(e.batches),
+          grad_accum_steps,
           e.precision_step > 0
               ? fmt::format(", {} for debug.precision_steps' reference step", gib(e.precision_step))
               : ""),

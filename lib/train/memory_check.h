@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 #include "config/config.h"
 #include "model/model_args.h"
@@ -31,6 +32,7 @@ struct MemoryEstimate {
   // (scaled_dot_product_attention, libtorch 2.x) O(T), not counted. Requires the kernel choice
   // made (make_deterministic: debug.cpu_kernels).
   double attention = 0;
+  std::string attention_saves;  // what `attention` counts, for messages ("" when nothing)
   // debug.precision_steps: the reference replica's weights and gradients in its precision, and a
   // micro-batch's activations (attention included) in it.
   double precision_step = 0;
