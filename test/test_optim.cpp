@@ -2,6 +2,8 @@
 // libtorch's; clipping.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "catch_torch.h"
 #include "optim/fused_adamw.h"
 #include "optim/lr_schedule.h"
@@ -173,6 +175,103 @@ TEST_CASE(
       CHECK(at::equal(one[i], two[i]));
     }
   }
+}
+
+namespace {
+
+// One measured step of a fresh FusedAdamW over `params` (gradients from seed 7), after two
+// unmeasured ones: each parameter's measured sums, and the weights before the measured step.
+struct MeasuredStep {
+  std::vector<UpdateSquares> squares;
+  std::vector<at::Tensor> before;
+};
+MeasuredStep measured_step(const std::vector<at::Tensor>& params,
+                           const torch::optim::AdamWOptions& options) {
+  FusedAdamW optimizer(params, options);
+  run_adamw(optimizer, params, 2);
+  MeasuredStep out;
+  for (const auto& p : params) out.before.push_back(p.detach().clone());
+  optimizer.measure_next_step();
+  for (const auto& p : params) p.mutable_grad() = at::randn(p.sizes());
+  optimizer.step();
+  for (const auto& p : params) {
+    REQUIRE(optimizer.updates(p));
+    const auto squares = optimizer.measured(p);
+    REQUIRE(squares.has_value());
+    out.squares.push_back(*squares);
+  }
+  return out;
+}
+
+double float64_squares(const at::Tensor& t) {
+  return t.detach().to(at::kDouble).square().sum().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "optim: a measured fused AdamW step updates the same bits as an unmeasured one, and its sums "
+    "are float64's of the weights and of their change, the same on 1 and 2 threads",
+    "[optim]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  // eps 0: a tail's padding lanes divide 0 by 0, which must not reach the sums.
+  for (double eps : {1e-8, 0.0}) {
+    for (VectorIsa isa : test::vector_isas_here()) {
+      INFO("vector width " << test::isa_name(isa) << ", eps " << eps);
+      test::VectorIsaScope width(isa);
+      const auto options = adamw_test_options().eps(eps);
+      torch::manual_seed(0);
+      auto plain = adamw_test_params();
+      auto one = clones(plain), two = clones(plain);
+      FusedAdamW unmeasured(plain, options);
+      run_adamw(unmeasured, plain, 3);
+      const int previous = at::get_num_threads();
+      at::set_num_threads(1);
+      const MeasuredStep single = measured_step(one, options);
+      at::set_num_threads(2);
+      const MeasuredStep pair = measured_step(two, options);
+      at::set_num_threads(previous);
+      for (size_t i = 0; i < plain.size(); ++i) {
+        INFO("parameter " << i << " of " << plain[i].numel() << " elements");
+        CHECK(at::equal(one[i], plain[i]));
+        CHECK(at::equal(two[i], plain[i]));
+        const double change = float64_squares(single.before[i] - one[i]);
+        const double weights = float64_squares(one[i]);
+        CHECK(std::isfinite(single.squares[i].change));
+        CHECK(single.squares[i].change == Approx(change).epsilon(1e-12));
+        CHECK(single.squares[i].weights == Approx(weights).epsilon(1e-12));
+        CHECK(single.squares[i].change > 0);
+        CHECK(single.squares[i].change == pair.squares[i].change);
+        CHECK(single.squares[i].weights == pair.squares[i].weights);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "optim: the fused AdamW measures only the step after measure_next_step, and only the "
+    "parameters that step updates",
+    "[optim]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto params = adamw_test_params();
+  const at::Tensor stranger = at::randn({5}).requires_grad_();
+  FusedAdamW optimizer(params, adamw_test_options());
+  CHECK_FALSE(optimizer.updates(stranger));
+  CHECK_FALSE(optimizer.updates(params[0].detach().clone()));
+  CHECK(update_measurer(optimizer) == &optimizer);
+  run_adamw(optimizer, params, 1);
+  CHECK_FALSE(optimizer.measured(params[0]).has_value());
+  optimizer.measure_next_step();
+  CHECK_FALSE(optimizer.measured(params[0]).has_value());  // no step yet
+  params[1].mutable_grad() = at::Tensor();                 // this step leaves it alone
+  optimizer.step();
+  CHECK(optimizer.measured(params[0]).has_value());
+  CHECK_FALSE(optimizer.measured(params[1]).has_value());
+  optimizer.measure_next_step();  // forgets the last measurement
+  CHECK_FALSE(optimizer.measured(params[0]).has_value());
+  torch::optim::AdamW plain(clones(params), adamw_test_options());
+  CHECK(update_measurer(plain) == nullptr);
 }
 
 TEST_CASE("optim: build_optimizer runs the fused step on CPU parameters where this CPU can",

@@ -146,6 +146,36 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "vector widths: the fused AdamW's measured sums of squares at AVX-512 equal AVX2's bit for "
+    "bit, with tails of every length and several blocks",
+    "[optim][vector_widths]") {
+  require_avx512();
+  torch::manual_seed(5);
+  std::vector<at::Tensor> start;
+  for (int64_t n = 1; n <= 33; ++n) start.push_back(at::randn({n}));
+  start.push_back(at::randn({70001}));
+  const auto options =
+      torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+  check_widths_agree([&] {
+    std::vector<at::Tensor> params;
+    for (const auto& p : start) params.push_back(p.clone().requires_grad_());
+    FusedAdamW optimizer(params, options);
+    std::vector<double> sums;
+    for (int step = 0; step < 2; ++step) {
+      for (auto& p : params) p.mutable_grad() = at::sin(p.detach() * (step + 1));
+      optimizer.measure_next_step();
+      optimizer.step();
+      for (const auto& p : params) {
+        const auto squares = optimizer.measured(p);
+        REQUIRE(squares.has_value());
+        sums.insert(sums.end(), {squares->weights, squares->change});
+      }
+    }
+    return std::vector<at::Tensor>{at::tensor(sums, at::kDouble)};
+  });
+}
+
+TEST_CASE(
     "vector widths: debug.cpu_kernels = fused_avx2 names the AVX2 kernels and computes the "
     "default run's fingerprint bit for bit, config hash included",
     "[vector_widths][cli]") {

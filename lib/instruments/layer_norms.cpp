@@ -144,11 +144,25 @@ void LayerNorms::add_parameter(const std::string& name, const at::Tensor& value)
   parts_.back().params.push_back(value);
 }
 
+UpdateMeasurer* LayerNorms::measurer_of(torch::optim::AdamW& optimizer) const {
+  UpdateMeasurer* measurer = sum_over_ ? nullptr : update_measurer(optimizer);
+  if (!measurer) return nullptr;
+  for (const Part& part : parts_)
+    for (const auto& p : part.params)
+      if (!measurer->updates(p)) return nullptr;
+  return measurer;
+}
+
 void LayerNorms::before_step(StepContext& context) {
   ScopedSeconds timed(cost_.seconds);
   measuring_ = true;
   with_histograms_ = schedule_.histograms(context.step);
   histograms_.clear();
+  measurer_ = measurer_of(context.engine.optimizer());
+  if (measurer_) {
+    measurer_->measure_next_step();
+    return;
+  }
   at::NoGradGuard no_grad;
   for (Part& part : parts_) {
     part.before.clear();
@@ -176,12 +190,7 @@ void LayerNorms::gradients_ready(const StepRequest&) {
   }
 }
 
-void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
-  if (!measuring_) return;
-  ScopedSeconds timed(cost_.seconds);
-  measuring_ = false;
-  ++cost_.count;
-  at::NoGradGuard no_grad;
+void LayerNorms::norms_from_copy(std::vector<PartNorms>& out) {
   // Weights then updates, every part's, in one transfer. The update is computed in place of the
   // copy taken before the step (no second copy).
   std::vector<std::vector<at::Tensor>> groups;
@@ -192,16 +201,52 @@ void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
   for (const Part& part : parts_) groups.push_back(part.before);
   const std::vector<double> norms = l2_norms(groups);
   for (size_t i = 0; i < parts_.size(); ++i) {
-    Part& part = parts_[i];
-    PartNorms n;
-    n.name = part.name;
-    n.grad_norm = part.grad_norm;
-    n.weight_norm = norms[i];
-    n.update_norm = norms[parts_.size() + i];
-    outcome.layers.push_back(n);
-    part.before.clear();
+    out[i].weight_norm = norms[i];
+    out[i].update_norm = norms[parts_.size() + i];
+    parts_[i].before.clear();
+  }
+}
+
+void LayerNorms::norms_from_measurer(std::vector<PartNorms>& out) {
+  // A parameter the step left alone (no gradient, or no step ran) changed by 0; its weights'
+  // norm is computed here.
+  std::vector<std::vector<at::Tensor>> unmeasured(parts_.size());
+  std::vector<double> weights(parts_.size(), 0.0), changes(parts_.size(), 0.0);
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    for (const auto& p : parts_[i].params) {
+      if (const auto squares = measurer_->measured(p)) {
+        weights[i] += squares->weights;
+        changes[i] += squares->change;
+      } else {
+        unmeasured[i].push_back(p);
+      }
+    }
+  }
+  const std::vector<double> rest = l2_norms(unmeasured);
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    out[i].weight_norm = std::sqrt(weights[i] + rest[i] * rest[i]);
+    out[i].update_norm = std::sqrt(changes[i]);
+  }
+}
+
+void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
+  if (!measuring_) return;
+  ScopedSeconds timed(cost_.seconds);
+  measuring_ = false;
+  ++cost_.count;
+  at::NoGradGuard no_grad;
+  std::vector<PartNorms> norms(parts_.size());
+  if (measurer_) {
+    norms_from_measurer(norms);
+  } else {
+    norms_from_copy(norms);
+  }
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    norms[i].name = parts_[i].name;
+    norms[i].grad_norm = parts_[i].grad_norm;
+    outcome.layers.push_back(norms[i]);
     if (with_histograms_)
-      add_histogram(histograms_, "layers/" + part.name + "/weights", part.params);
+      add_histogram(histograms_, "layers/" + parts_[i].name + "/weights", parts_[i].params);
   }
   outcome.histograms = std::move(histograms_);
   histograms_.clear();

@@ -1,8 +1,11 @@
 // Per-layer norms of a step: for each part of the model (the embedding, each block, the final
 // norm, the output layer) the gradient's, the weights' and the optimizer update's L2 norm, and
 // (for TensorBoard) histograms of each part's weights and gradients. The update norm is that of
-// the change the step made, ||w after - w before||, so the weights are copied before a measured
-// step. Measuring reads the parameters and gradients only: the run's numerics are unchanged.
+// the change the step made, ||w after - w before||. Where the optimizer measures its own step
+// (optim/optimizer.h's UpdateMeasurer: the fused AdamW on a CPU, without FSDP) it gives the
+// weights' and the change's sums of squares, in float64; otherwise the weights are copied before
+// a measured step and the norms computed after it, each tensor's in its dtype. Measuring reads
+// the parameters and gradients only: the run's numerics are unchanged.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +19,7 @@
 #include "metrics/metrics.h"
 #include "metrics/tfevents.h"
 #include "model/llama.h"
+#include "optim/optimizer.h"
 #include "step/fully_sharded_model.h"
 #include "util/stopwatch.h"
 
@@ -46,7 +50,8 @@ class LayerNorms : public Instrument {
 
   const char* name() const override { return "per-layer norms"; }
   bool wants_step(int64_t step) const override { return schedule_.measures(step); }
-  // Copies the weights (the update is their change).
+  // Asks the optimizer to measure its step, or where it cannot, copies the weights (the update is
+  // their change).
   void before_step(StepContext& context) override;
   // The gradients' norms, after the sum over ranks, before clipping.
   void gradients_ready(const StepRequest& request) override;
@@ -66,6 +71,12 @@ class LayerNorms : public Instrument {
   void add_parameter(const std::string& name, const at::Tensor& value);
   // The L2 norm of each group of tensors (summed over sum_over_'s ranks under FSDP).
   std::vector<double> l2_norms(const std::vector<std::vector<at::Tensor>>& groups) const;
+  // `optimizer` as a measurer of every parameter here, or null (FSDP's pieces are views of the
+  // optimizer's shards, so not its parameters).
+  UpdateMeasurer* measurer_of(torch::optim::AdamW& optimizer) const;
+  // The weights' and updates' norms from the copy taken before the step, or from the measurer.
+  void norms_from_copy(std::vector<PartNorms>& out);
+  void norms_from_measurer(std::vector<PartNorms>& out);
 
   LayerNormSchedule schedule_;
   std::vector<Part> parts_;
@@ -74,6 +85,7 @@ class LayerNorms : public Instrument {
   std::function<std::vector<at::Tensor>()> gradients_;
   ProcessGroup* sum_over_ = nullptr;  // FSDP's shard group; null: every rank has all of them
   bool measuring_ = false;
+  UpdateMeasurer* measurer_ = nullptr;  // this step's, when the optimizer measures it
   bool with_histograms_ = false;
   std::vector<SummaryValue> histograms_;
   CostMeter cost_;  // measured steps and their time

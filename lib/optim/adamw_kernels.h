@@ -30,16 +30,29 @@ struct StepConstants {
   float minus_step_size;  // -lr / (1 - beta1^step)
 };
 
+// Sums of squares, in float64, of the weights after an update and of its change to them.
+struct Squares {
+  double weights = 0;
+  double change = 0;  // of (p before - p after), each difference rounded to float
+};
+
 namespace avx2 {
 // Requires n >= 0, and p, m, v of n floats aliasing nothing else. With g the gradient:
 // p *= decay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
 // p += minus_step_size * m / (sqrt(v) / sqrt_bias2 + eps).
 void update(float* p, const float* g, float* m, float* v, int64_t n, const StepConstants& c);
+// update, the same bits, also returning the Squares of these n elements: element i's square goes
+// to accumulator i mod 16, each summed in element order, then the 16 summed in order. So the sums
+// are the same at both widths; they depend on where the n elements start, nothing else.
+Squares update_measured(float* p, const float* g, float* m, float* v, int64_t n,
+                        const StepConstants& c);
 }  // namespace avx2
 
 // The same, for AVX-512.
 namespace avx512 {
 void update(float* p, const float* g, float* m, float* v, int64_t n, const StepConstants& c);
+Squares update_measured(float* p, const float* g, float* m, float* v, int64_t n,
+                        const StepConstants& c);
 }  // namespace avx512
 
 }  // namespace titan::adamw_kernels

@@ -13,6 +13,11 @@ void update(float* p, const float* g, float* m, float* v, int64_t n, const StepC
   Built::update(p, g, m, v, n, c);
 }
 
+Squares update_measured(float* p, const float* g, float* m, float* v, int64_t n,
+                        const StepConstants& c) {
+  return Built::update_measured(p, g, m, v, n, c);
+}
+
 }  // namespace titan::adamw_kernels::avx2
 
 #else  // not built for it (not x86-64): the CPU check says false, so these are never called
@@ -22,6 +27,9 @@ void update(float* p, const float* g, float* m, float* v, int64_t n, const StepC
 namespace titan::adamw_kernels::avx2 {
 
 void update(float*, const float*, float*, float*, int64_t, const StepConstants&) { std::abort(); }
+Squares update_measured(float*, const float*, float*, float*, int64_t, const StepConstants&) {
+  std::abort();
+}
 
 }  // namespace titan::adamw_kernels::avx2
 #endif

@@ -50,6 +50,56 @@ struct Kernels {
       }
     }
   }
+
+  // One vector at p (its first `lanes`, 1 to kLanes, the rest left alone) updated; its
+  // weights after and their change squared into `weights` and `change` (V::kDoubleVectors each).
+  static void update_measured_vector(float* p, const float* g, float* m, float* v, int64_t lanes,
+                                     const Vectors& k, typename V::D* weights,
+                                     typename V::D* change) {
+    const bool whole = lanes == V::kLanes;
+    F param = whole ? V::load(p) : V::load_first(p, lanes);
+    F m1 = whole ? V::load(m) : V::load_first(m, lanes);
+    F v1 = whole ? V::load(v) : V::load_first(v, lanes);
+    const F grad = whole ? V::load(g) : V::load_first(g, lanes);
+    const F before = param;
+    update_lanes(grad, &param, &m1, &v1, k);
+    if (whole) {
+      V::store(p, param), V::store(m, m1), V::store(v, v1);
+    } else {
+      V::store_first(p, param, lanes), V::store_first(m, m1, lanes), V::store_first(v, v1, lanes);
+    }
+    // Lanes past the end are zeroed: their update of zeros is NaN when eps is 0.
+    V::add_squares(V::first_or(param, lanes, V::zero()), weights);
+    V::add_squares(V::first_or(V::sub(before, param), lanes, V::zero()), change);
+  }
+
+  static Squares update_measured(float* p, const float* g, float* m, float* v, int64_t n,
+                                 const StepConstants& c) {
+    constexpr int kVectorsPerRow = 16 / V::kLanes;  // 16 floats: 16 double accumulators
+    constexpr int kAccumulators = kVectorsPerRow * V::kDoubleVectors;
+    const Vectors k = vectors_of(c);
+    typename V::D weights[kAccumulators], change[kAccumulators];
+    for (int a = 0; a < kAccumulators; ++a) weights[a] = change[a] = V::zero_double();
+    for (int64_t i = 0; i < n; i += 16) {
+      for (int r = 0; r < kVectorsPerRow; ++r) {
+        const int64_t at = i + r * V::kLanes;
+        const int64_t left = n - at;
+        if (left <= 0) break;  // adds nothing: the sums are the same as AVX-512's
+        const int64_t lanes = left < V::kLanes ? left : V::kLanes;
+        update_measured_vector(p + at, g + at, m + at, v + at, lanes, k,
+                               weights + r * V::kDoubleVectors, change + r * V::kDoubleVectors);
+      }
+    }
+    double w[16], d[16];
+    constexpr int kPerVector = 16 / kAccumulators;
+    for (int a = 0; a < kAccumulators; ++a) {
+      V::store_double(w + a * kPerVector, weights[a]);
+      V::store_double(d + a * kPerVector, change[a]);
+    }
+    Squares out;
+    for (int j = 0; j < 16; ++j) out.weights += w[j], out.change += d[j];
+    return out;
+  }
 };
 
 }  // namespace

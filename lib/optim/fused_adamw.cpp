@@ -3,8 +3,10 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "optim/adamw_kernels.h"
 #include "optim/optimizer.h"
@@ -13,7 +15,8 @@
 namespace titan {
 namespace {
 
-// Elements per parallel task; the update is elementwise, so the split changes no bit.
+// Elements per parallel task; the update is elementwise, so the split changes no bit. A measured
+// update's blocks: its sums depend on them, so they are fixed.
 constexpr int64_t kGrain = 1 << 15;
 
 bool contiguous_float_cpu(const at::Tensor& t) {
@@ -46,6 +49,7 @@ FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& params,
 
 at::Tensor FusedAdamW::step(LossClosure closure) {
   at::NoGradGuard no_grad;
+  const bool measuring = std::exchange(measure_next_, false);
   at::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);
@@ -74,14 +78,57 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
       float *pp = p.data_ptr<float>(), *mp = state.exp_avg().data_ptr<float>(),
             *vp = state.exp_avg_sq().data_ptr<float>();
       const float* gp = grad.data_ptr<float>();
-      at::parallel_for(0, p.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        const auto update = isa_ == VectorIsa::kAvx512 ? adamw_kernels::avx512::update
-                                                       : adamw_kernels::avx2::update;
-        update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, constants);
-      });
+      if (measuring) {
+        update(pp, gp, mp, vp, p.numel(), constants, &measured_[p.unsafeGetTensorImpl()]);
+      } else {
+        update(pp, gp, mp, vp, p.numel(), constants, nullptr);
+      }
     }
   }
   return loss;
+}
+
+void FusedAdamW::update(float* p, const float* g, float* m, float* v, int64_t n,
+                        const adamw_kernels::StepConstants& c, UpdateSquares* squares) const {
+  const bool wide = isa_ == VectorIsa::kAvx512;
+  if (!squares) {
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      const auto kernel = wide ? adamw_kernels::avx512::update : adamw_kernels::avx2::update;
+      kernel(p + begin, g + begin, m + begin, v + begin, end - begin, c);
+    });
+    return;
+  }
+  // Fixed blocks, whatever the threads: the sums depend on where each block starts.
+  const int64_t blocks = (n + kGrain - 1) / kGrain;
+  std::vector<adamw_kernels::Squares> sums(static_cast<size_t>(blocks));
+  at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+    const auto kernel =
+        wide ? adamw_kernels::avx512::update_measured : adamw_kernels::avx2::update_measured;
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t at = b * kGrain, count = std::min(kGrain, n - at);
+      sums[static_cast<size_t>(b)] = kernel(p + at, g + at, m + at, v + at, count, c);
+    }
+  });
+  *squares = UpdateSquares{};
+  for (const auto& block : sums) squares->weights += block.weights, squares->change += block.change;
+}
+
+bool FusedAdamW::updates(const at::Tensor& p) const {
+  for (const auto& group : param_groups_)
+    for (const auto& q : group.params())
+      if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) return true;
+  return false;
+}
+
+void FusedAdamW::measure_next_step() {
+  measured_.clear();
+  measure_next_ = true;
+}
+
+std::optional<UpdateSquares> FusedAdamW::measured(const at::Tensor& p) const {
+  const auto it = measured_.find(p.unsafeGetTensorImpl());
+  if (it == measured_.end()) return std::nullopt;
+  return it->second;
 }
 
 bool fused_adamw_applies(const std::vector<at::Tensor>& params,

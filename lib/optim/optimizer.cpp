@@ -49,6 +49,10 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tenso
   return std::make_unique<torch::optim::AdamW>(params, options);
 }
 
+UpdateMeasurer* update_measurer(torch::optim::AdamW& optimizer) {
+  return dynamic_cast<FusedAdamW*>(&optimizer);
+}
+
 AdamWStateMap::key_type adamw_state_key(const at::Tensor& p) {
   return state_key<AdamWStateMap::key_type>(p);
 }

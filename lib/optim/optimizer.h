@@ -4,6 +4,7 @@
 #include <torch/optim/adamw.h>
 
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -32,6 +33,33 @@ const std::vector<std::string>& enum_names<AdamWKernel>();
 // adamw_kernel_for picks for the params' device. Requires params on one device.
 std::unique_ptr<torch::optim::AdamW> build_optimizer(const std::vector<at::Tensor>& params,
                                                      const OptimizerConfig& config);
+
+// What an optimizer step measured of one parameter, in float64: the sum of squares of its weights
+// after the step, and of the step's change to them (before - after, each difference rounded to
+// float as a subtraction of the two tensors would round it).
+struct UpdateSquares {
+  double weights = 0;
+  double change = 0;
+};
+
+// An optimizer that measures its own step: the fused AdamW reads each weight before and after
+// its update anyway, so measuring costs no pass over memory, where measuring from outside copies
+// the weights before the step and reads them three times after it. Measuring changes no bit of
+// the step. The sums are the same at any thread count and vector width.
+class UpdateMeasurer {
+ public:
+  virtual ~UpdateMeasurer() = default;
+  // Whether p is one of the optimizer's parameters (the same tensor, not a copy or a view).
+  virtual bool updates(const at::Tensor& p) const = 0;
+  // Forgets the last measurement; the next step() measures each parameter it updates.
+  virtual void measure_next_step() = 0;
+  // What the step after the last measure_next_step() measured of p; nullopt when no step has run
+  // since, or the step left p alone (no gradient).
+  virtual std::optional<UpdateSquares> measured(const at::Tensor& p) const = 0;
+};
+
+// `optimizer` as an UpdateMeasurer when its step measures (FusedAdamW); null otherwise.
+UpdateMeasurer* update_measurer(torch::optim::AdamW& optimizer);
 
 // The optimizer's state key for parameter p: libtorch 1.13 keys its state map by the TensorImpl
 // address printed as a string, later versions by the address itself.

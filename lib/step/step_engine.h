@@ -64,6 +64,7 @@ class StepEngine {
   uint64_t gradients_checksum() const;
 
   const StepOptions& options() const { return options_; }
+  torch::optim::AdamW& optimizer() const { return optimizer_; }
   const StepTarget& target() const { return target_; }
 
  private:

@@ -6,8 +6,10 @@
 // Contract: the two give the same bits. Every elementwise operation here is one IEEE operation per
 // lane (exp is the same polynomial in the same order), so an element computed by a chain of them
 // is the same whatever the width. What is not elementwise (a reduction across lanes) is done here
-// in one fixed order on 256-bit vectors in both (sum8, dot8, sum16): a kernel that reduces across
-// lanes calls those, never a width-dependent sum. Tests check AVX-512 against AVX2 bit for bit.
+// in one fixed order on 256-bit vectors in both (sum8, dot8, sum16), or into float64 accumulators
+// laid out by element index mod 16 (add_squares, 16 / kLanes vectors at a time): a kernel that
+// reduces across lanes calls those, never a width-dependent sum. Tests check AVX-512 against AVX2
+// bit for bit.
 //
 // Include this only from files built for AVX2 or more. Everything is in an unnamed namespace, so
 // each file has its own copy and the linker cannot hand an AVX-512 copy to code built for AVX2.
@@ -109,6 +111,18 @@ struct Avx2 {
   // The sum of 16 floats held in 16 / kLanes vectors (the first 8 in v[0]): the two halves
   // lane by lane, then sum8.
   static float sum16(const F* v) { return sum8(_mm256_add_ps(v[0], v[1])); }
+  // Squares summed in float64: lane l of x, squared (exact: a float's square fits a double), is
+  // added to the double at l of the kDoubleVectors vectors `acc` (4 doubles each).
+  using D = __m256d;
+  static constexpr int kDoubleVectors = 2;
+  static D zero_double() { return _mm256_setzero_pd(); }
+  static void add_squares(F x, D* acc) {
+    const D low = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    const D high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    acc[0] = _mm256_add_pd(acc[0], _mm256_mul_pd(low, low));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_mul_pd(high, high));
+  }
+  static void store_double(double* p, D x) { _mm256_storeu_pd(p, x); }
 };
 
 #if defined(__AVX512F__)
@@ -153,6 +167,15 @@ struct Avx512 {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
   }
   static float sum16(const F* v) { return sum8(_mm256_add_ps(low_half(v[0]), high_half(v[0]))); }
+  using D = __m512d;  // as in Avx2, 8 doubles a vector
+  static constexpr int kDoubleVectors = 2;
+  static D zero_double() { return _mm512_setzero_pd(); }
+  static void add_squares(F x, D* acc) {
+    const D low = _mm512_cvtps_pd(low_half(x)), high = _mm512_cvtps_pd(high_half(x));
+    acc[0] = _mm512_add_pd(acc[0], _mm512_mul_pd(low, low));
+    acc[1] = _mm512_add_pd(acc[1], _mm512_mul_pd(high, high));
+  }
+  static void store_double(double* p, D x) { _mm512_storeu_pd(p, x); }
 };
 #endif
 
