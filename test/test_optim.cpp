@@ -191,11 +191,11 @@ MeasuredStep measured_step(const std::vector<at::Tensor>& params,
   run_adamw(optimizer, params, 2);
   MeasuredStep out;
   for (const auto& p : params) out.before.push_back(p.detach().clone());
-  optimizer.measure_next_step();
+  optimizer.measure_next_step(params);
   for (const auto& p : params) p.mutable_grad() = at::randn(p.sizes());
   optimizer.step();
   for (const auto& p : params) {
-    REQUIRE(optimizer.updates(p));
+    REQUIRE(optimizer.covers(p));
     const auto squares = optimizer.measured(p);
     REQUIRE(squares.has_value());
     out.squares.push_back(*squares);
@@ -249,29 +249,62 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "optim: the fused AdamW measures only the step after measure_next_step, and only the "
-    "parameters that step updates",
+    "optim: the fused AdamW measures only the step after measure_next_step, and only the views "
+    "that step updates",
     "[optim]") {
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   torch::manual_seed(0);
   auto params = adamw_test_params();
   const at::Tensor stranger = at::randn({5}).requires_grad_();
   FusedAdamW optimizer(params, adamw_test_options());
-  CHECK_FALSE(optimizer.updates(stranger));
-  CHECK_FALSE(optimizer.updates(params[0].detach().clone()));
+  CHECK_FALSE(optimizer.covers(stranger));
+  CHECK_FALSE(optimizer.covers(params[0].detach().clone()));
+  CHECK_FALSE(optimizer.covers(params[5].detach().t()));  // not contiguous
   CHECK(update_measurer(optimizer) == &optimizer);
   run_adamw(optimizer, params, 1);
   CHECK_FALSE(optimizer.measured(params[0]).has_value());
-  optimizer.measure_next_step();
+  optimizer.measure_next_step(params);
   CHECK_FALSE(optimizer.measured(params[0]).has_value());  // no step yet
   params[1].mutable_grad() = at::Tensor();                 // this step leaves it alone
   optimizer.step();
   CHECK(optimizer.measured(params[0]).has_value());
   CHECK_FALSE(optimizer.measured(params[1]).has_value());
-  optimizer.measure_next_step();  // forgets the last measurement
+  optimizer.measure_next_step(params);  // forgets the last measurement
   CHECK_FALSE(optimizer.measured(params[0]).has_value());
   torch::optim::AdamW plain(clones(params), adamw_test_options());
   CHECK(update_measurer(plain) == nullptr);
+}
+
+TEST_CASE(
+    "optim: the fused AdamW measures pieces of a parameter (FSDP's views of a shard) as float64 "
+    "sums over each piece, and updates the rest the same",
+    "[optim]") {
+  if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
+  torch::manual_seed(0);
+  auto params = adamw_test_params();  // params[4] has 70001 elements: pieces across blocks
+  auto twin = clones(params);
+  FusedAdamW optimizer(params, adamw_test_options()), plain(twin, adamw_test_options());
+  run_adamw(plain, twin, 3);
+  run_adamw(optimizer, params, 2);
+  const at::Tensor flat = params[4].detach();
+  const std::vector<at::Tensor> pieces = {flat.narrow(0, 5, 40000), flat.narrow(0, 40005, 29990),
+                                          params[5].detach().view(-1).narrow(0, 3, 17)};
+  for (const auto& piece : pieces) CHECK(optimizer.covers(piece));
+  std::vector<at::Tensor> before;
+  for (const auto& piece : pieces) before.push_back(piece.clone());
+  optimizer.measure_next_step(pieces);
+  for (const auto& p : params) p.mutable_grad() = at::randn(p.sizes());
+  optimizer.step();
+  for (size_t i = 0; i < params.size(); ++i) CHECK(at::equal(params[i], twin[i]));
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    INFO("piece " << i);
+    const auto squares = optimizer.measured(pieces[i]);
+    REQUIRE(squares.has_value());
+    CHECK(squares->weights == Approx(float64_squares(pieces[i])).epsilon(1e-12));
+    CHECK(squares->change == Approx(float64_squares(before[i] - pieces[i])).epsilon(1e-12));
+  }
+  optimizer.measure_next_step({flat.narrow(0, 0, 10), flat.narrow(0, 9, 10)});
+  CHECK_THROWS_WITH(optimizer.step(), Catch::Contains("two measured views overlap"));
 }
 
 TEST_CASE("optim: build_optimizer runs the fused step on CPU parameters where this CPU can",

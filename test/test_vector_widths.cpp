@@ -163,7 +163,7 @@ TEST_CASE(
     std::vector<double> sums;
     for (int step = 0; step < 2; ++step) {
       for (auto& p : params) p.mutable_grad() = at::sin(p.detach() * (step + 1));
-      optimizer.measure_next_step();
+      optimizer.measure_next_step(params);
       optimizer.step();
       for (const auto& p : params) {
         const auto squares = optimizer.measured(p);

@@ -145,11 +145,11 @@ void LayerNorms::add_parameter(const std::string& name, const at::Tensor& value)
 }
 
 UpdateMeasurer* LayerNorms::measurer_of(torch::optim::AdamW& optimizer) const {
-  UpdateMeasurer* measurer = sum_over_ ? nullptr : update_measurer(optimizer);
+  UpdateMeasurer* measurer = update_measurer(optimizer);
   if (!measurer) return nullptr;
   for (const Part& part : parts_)
     for (const auto& p : part.params)
-      if (!measurer->updates(p)) return nullptr;
+      if (!measurer->covers(p)) return nullptr;
   return measurer;
 }
 
@@ -160,7 +160,9 @@ void LayerNorms::before_step(StepContext& context) {
   histograms_.clear();
   measurer_ = measurer_of(context.engine.optimizer());
   if (measurer_) {
-    measurer_->measure_next_step();
+    std::vector<at::Tensor> all;
+    for (const Part& part : parts_) all.insert(all.end(), part.params.begin(), part.params.end());
+    measurer_->measure_next_step(std::move(all));
     return;
   }
   at::NoGradGuard no_grad;
@@ -208,24 +210,26 @@ void LayerNorms::norms_from_copy(std::vector<PartNorms>& out) {
 }
 
 void LayerNorms::norms_from_measurer(std::vector<PartNorms>& out) {
-  // A parameter the step left alone (no gradient, or no step ran) changed by 0; its weights'
-  // norm is computed here.
-  std::vector<std::vector<at::Tensor>> unmeasured(parts_.size());
-  std::vector<double> weights(parts_.size(), 0.0), changes(parts_.size(), 0.0);
-  for (size_t i = 0; i < parts_.size(); ++i) {
+  // Each part's squares of weights then of changes, in one transfer (summed over the ranks under
+  // FSDP). A parameter the step left alone (no gradient, or no step ran) changed by 0; its
+  // weights' squares are computed here.
+  const size_t n = parts_.size();
+  at::Tensor squares = at::zeros({2 * static_cast<int64_t>(n)}, at::kDouble);
+  double* sum = squares.data_ptr<double>();
+  for (size_t i = 0; i < n; ++i) {
     for (const auto& p : parts_[i].params) {
-      if (const auto squares = measurer_->measured(p)) {
-        weights[i] += squares->weights;
-        changes[i] += squares->change;
+      if (const auto measured = measurer_->measured(p)) {
+        sum[i] += measured->weights;
+        sum[n + i] += measured->change;
       } else {
-        unmeasured[i].push_back(p);
+        sum[i] += at::linalg_vector_norm(p.detach(), 2).to(at::kDouble).square().item<double>();
       }
     }
   }
-  const std::vector<double> rest = l2_norms(unmeasured);
-  for (size_t i = 0; i < parts_.size(); ++i) {
-    out[i].weight_norm = std::sqrt(weights[i] + rest[i] * rest[i]);
-    out[i].update_norm = std::sqrt(changes[i]);
+  if (sum_over_) sum_over_->all_reduce_sum(squares, "the per-layer norms");
+  for (size_t i = 0; i < n; ++i) {
+    out[i].weight_norm = std::sqrt(sum[i]);
+    out[i].update_norm = std::sqrt(sum[n + i]);
   }
 }
 

@@ -2,10 +2,10 @@
 // norm, the output layer) the gradient's, the weights' and the optimizer update's L2 norm, and
 // (for TensorBoard) histograms of each part's weights and gradients. The update norm is that of
 // the change the step made, ||w after - w before||. Where the optimizer measures its own step
-// (optim/optimizer.h's UpdateMeasurer: the fused AdamW on a CPU, without FSDP) it gives the
-// weights' and the change's sums of squares, in float64; otherwise the weights are copied before
-// a measured step and the norms computed after it, each tensor's in its dtype. Measuring reads
-// the parameters and gradients only: the run's numerics are unchanged.
+// (optim/optimizer.h's UpdateMeasurer: the fused AdamW on a CPU, FSDP's pieces included) it gives
+// the weights' and the change's sums of squares, in float64; otherwise the weights are copied
+// before a measured step and the norms computed after it, each tensor's in its dtype. Measuring
+// reads the parameters and gradients only: the run's numerics are unchanged.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -71,8 +71,8 @@ class LayerNorms : public Instrument {
   void add_parameter(const std::string& name, const at::Tensor& value);
   // The L2 norm of each group of tensors (summed over sum_over_'s ranks under FSDP).
   std::vector<double> l2_norms(const std::vector<std::vector<at::Tensor>>& groups) const;
-  // `optimizer` as a measurer of every parameter here, or null (FSDP's pieces are views of the
-  // optimizer's shards, so not its parameters).
+  // `optimizer` as a measurer of every parameter here (FSDP's pieces: views of its shards), or
+  // null.
   UpdateMeasurer* measurer_of(torch::optim::AdamW& optimizer) const;
   // The weights' and updates' norms from the copy taken before the step, or from the measurer.
   void norms_from_copy(std::vector<PartNorms>& out);

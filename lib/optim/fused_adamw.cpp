@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "optim/adamw_kernels.h"
@@ -79,33 +80,34 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
             *vp = state.exp_avg_sq().data_ptr<float>();
       const float* gp = grad.data_ptr<float>();
       if (measuring) {
-        update(pp, gp, mp, vp, p.numel(), constants, &measured_[p.unsafeGetTensorImpl()]);
+        update_measuring(p, mp, vp, constants);
       } else {
-        update(pp, gp, mp, vp, p.numel(), constants, nullptr);
+        update(pp, gp, mp, vp, 0, p.numel(), constants, nullptr);
       }
     }
   }
+  if (measuring) views_.clear();
   return loss;
 }
 
-void FusedAdamW::update(float* p, const float* g, float* m, float* v, int64_t n,
+void FusedAdamW::update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end,
                         const adamw_kernels::StepConstants& c, UpdateSquares* squares) const {
   const bool wide = isa_ == VectorIsa::kAvx512;
   if (!squares) {
-    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    at::parallel_for(begin, end, kGrain, [&](int64_t first, int64_t last) {
       const auto kernel = wide ? adamw_kernels::avx512::update : adamw_kernels::avx2::update;
-      kernel(p + begin, g + begin, m + begin, v + begin, end - begin, c);
+      kernel(p + first, g + first, m + first, v + first, last - first, c);
     });
     return;
   }
   // Fixed blocks, whatever the threads: the sums depend on where each block starts.
-  const int64_t blocks = (n + kGrain - 1) / kGrain;
+  const int64_t blocks = (end - begin + kGrain - 1) / kGrain;
   std::vector<adamw_kernels::Squares> sums(static_cast<size_t>(blocks));
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
     const auto kernel =
         wide ? adamw_kernels::avx512::update_measured : adamw_kernels::avx2::update_measured;
     for (int64_t b = first; b < last; ++b) {
-      const int64_t at = b * kGrain, count = std::min(kGrain, n - at);
+      const int64_t at = begin + b * kGrain, count = std::min(kGrain, end - at);
       sums[static_cast<size_t>(b)] = kernel(p + at, g + at, m + at, v + at, count, c);
     }
   });
@@ -113,20 +115,63 @@ void FusedAdamW::update(float* p, const float* g, float* m, float* v, int64_t n,
   for (const auto& block : sums) squares->weights += block.weights, squares->change += block.change;
 }
 
-bool FusedAdamW::updates(const at::Tensor& p) const {
+namespace {
+
+// The elements [begin, end) of parameter p that `view` holds; nullopt when it is not a
+// contiguous float CPU tensor on p's storage, inside p.
+std::optional<std::pair<int64_t, int64_t>> range_in(const at::Tensor& view, const at::Tensor& p) {
+  if (!contiguous_float_cpu(view) || !contiguous_float_cpu(p) || !view.has_storage() ||
+      !p.has_storage() ||
+      view.storage().unsafeGetStorageImpl() != p.storage().unsafeGetStorageImpl())
+    return std::nullopt;
+  const int64_t begin = view.storage_offset() - p.storage_offset();
+  const int64_t end = begin + view.numel();
+  if (begin < 0 || end > p.numel()) return std::nullopt;
+  return std::make_pair(begin, end);
+}
+
+}  // namespace
+
+void FusedAdamW::update_measuring(const at::Tensor& p, float* m, float* v,
+                                  const adamw_kernels::StepConstants& c) {
+  struct Piece {
+    int64_t begin, end;
+    const c10::TensorImpl* view;
+  };
+  std::vector<Piece> pieces;
+  for (const auto& view : views_) {
+    if (const auto range = range_in(view, p))
+      pieces.push_back({range->first, range->second, view.unsafeGetTensorImpl()});
+  }
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  float* pp = p.data_ptr<float>();
+  const float* gp = p.grad().data_ptr<float>();
+  int64_t done = 0;
+  for (const Piece& piece : pieces) {
+    TORCH_CHECK(piece.begin >= done, "FusedAdamW: two measured views overlap");
+    if (piece.begin > done) update(pp, gp, m, v, done, piece.begin, c, nullptr);
+    update(pp, gp, m, v, piece.begin, piece.end, c, &measured_[piece.view]);
+    done = piece.end;
+  }
+  if (done < p.numel()) update(pp, gp, m, v, done, p.numel(), c, nullptr);
+}
+
+bool FusedAdamW::covers(const at::Tensor& view) const {
   for (const auto& group : param_groups_)
-    for (const auto& q : group.params())
-      if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) return true;
+    for (const auto& p : group.params())
+      if (range_in(view, p)) return true;
   return false;
 }
 
-void FusedAdamW::measure_next_step() {
+void FusedAdamW::measure_next_step(std::vector<at::Tensor> views) {
   measured_.clear();
+  views_ = std::move(views);
   measure_next_ = true;
 }
 
-std::optional<UpdateSquares> FusedAdamW::measured(const at::Tensor& p) const {
-  const auto it = measured_.find(p.unsafeGetTensorImpl());
+std::optional<UpdateSquares> FusedAdamW::measured(const at::Tensor& view) const {
+  const auto it = measured_.find(view.unsafeGetTensorImpl());
   if (it == measured_.end()) return std::nullopt;
   return it->second;
 }

@@ -27,20 +27,24 @@ class FusedAdamW : public torch::optim::AdamW, public UpdateMeasurer {
   // gradient or its state is not a contiguous float CPU tensor (titan's always are).
   at::Tensor step(LossClosure closure = nullptr) override;
 
-  // UpdateMeasurer (optimizer.h). A measured parameter's sums are over fixed blocks of 32,768
-  // elements (each summed by adamw_kernels' update_measured), added in block order.
-  bool updates(const at::Tensor& p) const override;
-  void measure_next_step() override;
-  std::optional<UpdateSquares> measured(const at::Tensor& p) const override;
+  // UpdateMeasurer (optimizer.h). A view's sums are over fixed blocks of 32,768 elements from
+  // its first (each summed by adamw_kernels' update_measured), added in block order.
+  bool covers(const at::Tensor& view) const override;
+  void measure_next_step(std::vector<at::Tensor> views) override;
+  std::optional<UpdateSquares> measured(const at::Tensor& view) const override;
 
  private:
-  // Updates p (n floats) and its state with the kernel of isa_; when `squares`, sets it to the
-  // update's sums.
-  void update(float* p, const float* g, float* m, float* v, int64_t n,
+  // Updates p's elements [begin, end) and their state with the kernel of isa_; when `squares`,
+  // sets it to the update's sums.
+  void update(float* p, const float* g, float* m, float* v, int64_t begin, int64_t end,
               const adamw_kernels::StepConstants& c, UpdateSquares* squares) const;
+  // Updates all of parameter p, measuring the views of it that were asked for.
+  void update_measuring(const at::Tensor& p, float* m, float* v,
+                        const adamw_kernels::StepConstants& c);
 
   VectorIsa isa_;
   bool measure_next_ = false;
+  std::vector<at::Tensor> views_;  // to measure at the next step
   std::unordered_map<const c10::TensorImpl*, UpdateSquares> measured_;
 };
 

@@ -49,13 +49,15 @@ struct UpdateSquares {
 class UpdateMeasurer {
  public:
   virtual ~UpdateMeasurer() = default;
-  // Whether p is one of the optimizer's parameters (the same tensor, not a copy or a view).
-  virtual bool updates(const at::Tensor& p) const = 0;
-  // Forgets the last measurement; the next step() measures each parameter it updates.
-  virtual void measure_next_step() = 0;
-  // What the step after the last measure_next_step() measured of p; nullopt when no step has run
-  // since, or the step left p alone (no gradient).
-  virtual std::optional<UpdateSquares> measured(const at::Tensor& p) const = 0;
+  // Whether `view` lies within one of the optimizer's parameters: a contiguous float tensor on
+  // its storage, inside its elements (the parameter itself, or a piece of it such as FSDP's).
+  virtual bool covers(const at::Tensor& view) const = 0;
+  // Forgets the last measurement; the next step() measures each of `views` that it updates.
+  // Requires: each covered, no two overlapping.
+  virtual void measure_next_step(std::vector<at::Tensor> views) = 0;
+  // What the step after the last measure_next_step() measured of `view` (one of those views);
+  // nullopt when no step has run since, or the step left its parameter alone (no gradient).
+  virtual std::optional<UpdateSquares> measured(const at::Tensor& view) const = 0;
 };
 
 // `optimizer` as an UpdateMeasurer when its step measures (FusedAdamW); null otherwise.
