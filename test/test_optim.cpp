@@ -303,8 +303,16 @@ TEST_CASE(
     CHECK(squares->weights == Approx(float64_squares(pieces[i])).epsilon(1e-12));
     CHECK(squares->change == Approx(float64_squares(before[i] - pieces[i])).epsilon(1e-12));
   }
-  optimizer.measure_next_step({flat.narrow(0, 0, 10), flat.narrow(0, 9, 10)});
-  CHECK_THROWS_WITH(optimizer.step(), Catch::Contains("two measured views overlap"));
+  CHECK_THROWS_WITH(optimizer.measure_next_step({flat.narrow(0, 0, 10), flat.narrow(0, 9, 10)}),
+                    Catch::Contains("two measured views overlap"));
+  CHECK_THROWS_WITH(optimizer.measure_next_step({at::zeros({3})}),
+                    Catch::Contains("not within one of its parameters"));
+  const at::Tensor empty = flat.narrow(0, 7, 0);  // inside pieces[0]: overlaps nothing
+  optimizer.measure_next_step({pieces[0], empty});
+  optimizer.step();
+  REQUIRE(optimizer.measured(empty).has_value());
+  CHECK(optimizer.measured(empty)->change == 0);
+  CHECK(optimizer.measured(pieces[0])->change > 0);
 }
 
 TEST_CASE("optim: build_optimizer runs the fused step on CPU parameters where this CPU can",

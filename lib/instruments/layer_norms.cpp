@@ -222,7 +222,9 @@ void LayerNorms::norms_from_measurer(std::vector<PartNorms>& out) {
         sum[i] += measured->weights;
         sum[n + i] += measured->change;
       } else {
-        sum[i] += at::linalg_vector_norm(p.detach(), 2).to(at::kDouble).square().item<double>();
+        const double norm =
+            at::linalg_vector_norm(p.detach(), 2, c10::nullopt, false, at::kDouble).item<double>();
+        sum[i] += norm * norm;
       }
     }
   }

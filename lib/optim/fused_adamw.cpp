@@ -86,7 +86,6 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
       }
     }
   }
-  if (measuring) views_.clear();
   return loss;
 }
 
@@ -134,25 +133,20 @@ std::optional<std::pair<int64_t, int64_t>> range_in(const at::Tensor& view, cons
 
 void FusedAdamW::update_measuring(const at::Tensor& p, float* m, float* v,
                                   const adamw_kernels::StepConstants& c) {
-  struct Piece {
-    int64_t begin, end;
-    const c10::TensorImpl* view;
-  };
-  std::vector<Piece> pieces;
-  for (const auto& view : views_) {
-    if (const auto range = range_in(view, p))
-      pieces.push_back({range->first, range->second, view.unsafeGetTensorImpl()});
-  }
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
   float* pp = p.data_ptr<float>();
   const float* gp = p.grad().data_ptr<float>();
+  const auto planned = plan_.find(p.unsafeGetTensorImpl());
   int64_t done = 0;
-  for (const Piece& piece : pieces) {
-    TORCH_CHECK(piece.begin >= done, "FusedAdamW: two measured views overlap");
-    if (piece.begin > done) update(pp, gp, m, v, done, piece.begin, c, nullptr);
-    update(pp, gp, m, v, piece.begin, piece.end, c, &measured_[piece.view]);
-    done = piece.end;
+  if (planned != plan_.end()) {
+    for (const MeasuredView& view : planned->second) {  // in order, none overlapping
+      if (view.begin == view.end) {
+        measured_[view.view] = UpdateSquares{};
+        continue;
+      }
+      if (view.begin > done) update(pp, gp, m, v, done, view.begin, c, nullptr);
+      update(pp, gp, m, v, view.begin, view.end, c, &measured_[view.view]);
+      done = view.end;
+    }
   }
   if (done < p.numel()) update(pp, gp, m, v, done, p.numel(), c, nullptr);
 }
@@ -166,7 +160,33 @@ bool FusedAdamW::covers(const at::Tensor& view) const {
 
 void FusedAdamW::measure_next_step(std::vector<at::Tensor> views) {
   measured_.clear();
-  views_ = std::move(views);
+  plan_.clear();
+  for (const auto& view : views) {
+    std::optional<std::pair<int64_t, int64_t>> range;
+    const c10::TensorImpl* owner = nullptr;
+    for (const auto& group : param_groups_) {
+      for (const auto& p : group.params()) {
+        if ((range = range_in(view, p))) {
+          owner = p.unsafeGetTensorImpl();
+          break;
+        }
+      }
+      if (owner) break;
+    }
+    TORCH_CHECK(owner, "FusedAdamW: a view to measure is not within one of its parameters");
+    plan_[owner].push_back({range->first, range->second, view.unsafeGetTensorImpl()});
+  }
+  for (auto& [param, planned] : plan_) {
+    std::sort(planned.begin(), planned.end(),
+              [](const MeasuredView& a, const MeasuredView& b) { return a.begin < b.begin; });
+    int64_t end = 0;
+    for (const MeasuredView& view : planned) {
+      if (view.begin == view.end) continue;  // empty: overlaps nothing
+      TORCH_CHECK(view.begin >= end, "FusedAdamW: two measured views overlap");
+      end = view.end;
+    }
+  }
+  views_ = std::move(views);  // alive while measured_ is keyed by them
   measure_next_ = true;
 }
 

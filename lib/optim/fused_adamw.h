@@ -43,8 +43,15 @@ class FusedAdamW : public torch::optim::AdamW, public UpdateMeasurer {
                         const adamw_kernels::StepConstants& c);
 
   VectorIsa isa_;
+  // A view to measure: elements [begin, end) of a parameter.
+  struct MeasuredView {
+    int64_t begin, end;
+    const c10::TensorImpl* view;
+  };
   bool measure_next_ = false;
-  std::vector<at::Tensor> views_;  // to measure at the next step
+  std::vector<at::Tensor> views_;  // the last measure_next_step's
+  // Each parameter's views, in order (checked: covered, none overlapping).
+  std::unordered_map<const c10::TensorImpl*, std::vector<MeasuredView>> plan_;
   std::unordered_map<const c10::TensorImpl*, UpdateSquares> measured_;
 };
 

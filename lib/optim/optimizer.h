@@ -53,7 +53,7 @@ class UpdateMeasurer {
   // its storage, inside its elements (the parameter itself, or a piece of it such as FSDP's).
   virtual bool covers(const at::Tensor& view) const = 0;
   // Forgets the last measurement; the next step() measures each of `views` that it updates.
-  // Requires: each covered, no two overlapping.
+  // Throws (c10::Error) unless each is covered and no two overlap.
   virtual void measure_next_step(std::vector<at::Tensor> views) = 0;
   // What the step after the last measure_next_step() measured of `view` (one of those views);
   // nullopt when no step has run since, or the step left its parameter alone (no gradient).
