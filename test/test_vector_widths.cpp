@@ -50,6 +50,20 @@ at::Tensor with_extremes(at::Tensor x) {
   return x;
 }
 
+// AdamW's parameters for the width tests, drawn from `seed`: tails of every length (1 to 33
+// floats) and 70001 floats (several of the kernels' blocks).
+std::vector<at::Tensor> adamw_width_params(uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<at::Tensor> start;
+  for (int64_t n = 1; n <= 33; ++n) start.push_back(at::randn({n}));
+  start.push_back(at::randn({70001}));
+  return start;
+}
+
+torch::optim::AdamWOptions adamw_width_options() {
+  return torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -121,12 +135,8 @@ TEST_CASE(
     "moments, with tails of every length",
     "[optim][vector_widths]") {
   require_avx512();
-  torch::manual_seed(3);
-  std::vector<at::Tensor> start;
-  for (int64_t n = 1; n <= 33; ++n) start.push_back(at::randn({n}));
-  start.push_back(at::randn({70001}));
-  const auto options =
-      torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+  const std::vector<at::Tensor> start = adamw_width_params(3);
+  const auto options = adamw_width_options();
   check_widths_agree([&] {
     std::vector<at::Tensor> params;
     for (const auto& p : start) params.push_back(p.clone().requires_grad_());
@@ -150,12 +160,8 @@ TEST_CASE(
     "bit, with tails of every length and several blocks",
     "[optim][vector_widths]") {
   require_avx512();
-  torch::manual_seed(5);
-  std::vector<at::Tensor> start;
-  for (int64_t n = 1; n <= 33; ++n) start.push_back(at::randn({n}));
-  start.push_back(at::randn({70001}));
-  const auto options =
-      torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+  const std::vector<at::Tensor> start = adamw_width_params(5);
+  const auto options = adamw_width_options();
   check_widths_agree([&] {
     std::vector<at::Tensor> params;
     for (const auto& p : start) params.push_back(p.clone().requires_grad_());
