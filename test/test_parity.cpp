@@ -202,3 +202,38 @@ TEST_CASE(
   }
   SUCCEED(fmt::format("worst relative step-loss difference {:.3g}", worst));
 }
+
+TEST_CASE(
+    "parity: a train step drops the gradients the last one left, as PyTorch 2's zero_grad does, "
+    "so a parameter the backward does not reach is left as it was",
+    "[parity]") {
+  Transformer model(model_args_for_flavor(Flavor::kTiny));
+  std::vector<at::Tensor> params = model->parameters();
+  // Stepped by the optimizer but outside the model, with a gradient left from "an earlier step".
+  at::Tensor outside = at::ones({8}).requires_grad_();
+  outside.mutable_grad() = at::ones({8});
+  std::vector<at::Tensor> stepped = params;
+  stepped.push_back(outside);
+  OptimizerConfig opt_config;
+  opt_config.weight_decay = 0.1;  // zeroed in place, the gradient would still decay the weight
+  auto optimizer = build_optimizer(stepped, opt_config);
+  auto generator = at::detail::createCPUGenerator(5);
+  const int64_t vocab = model_args_for_flavor(Flavor::kTiny).vocab_size;
+  std::vector<Batch> batches = {Batch{at::randint(vocab, {2, 8}, generator),
+                                      at::randint(vocab, {2, 8}, generator), {}}};
+  StepTarget target;
+  target.model = model;
+  target.params = params;
+  target.optimizer = optimizer.get();
+  for (int64_t step = 1; step <= 2; ++step) {
+    StepRequest request;
+    request.step = step;
+    request.batches = &batches;
+    request.lr = 1e-2;
+    run_step(target, StepOptions(), request);
+    INFO("step " << step);
+    CHECK_FALSE(outside.grad().defined());
+    CHECK(at::equal(outside, at::ones({8})));
+    for (const auto& p : params) CHECK(p.grad().defined());
+  }
+}

@@ -59,6 +59,17 @@ std::vector<Batch> forwards_of(const std::vector<Batch>& batches, bool per_seque
   return out;
 }
 
+// Drops the gradients of every parameter `optimizer` steps, as libtorch 2.x's zero_grad() does
+// by default (1.13's zeroes them in place): the backward then keeps the gradients it computes
+// instead of adding them to zeros, so a step holds one copy of them, not two at its peak, and a
+// parameter the backward does not reach has none and is left alone by AdamW. The gradients' bits
+// are the same, except that a gradient of exactly -0 stays -0 (0 + -0 is +0).
+void release_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
+  }
+}
+
 // Each parameter's gradient, taken out of the parameter (zeros for one without), and the loss.
 std::vector<at::Tensor> take_gradients(const std::vector<at::Tensor>& params, at::Tensor loss) {
   std::vector<at::Tensor> parts;
@@ -267,11 +278,9 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   const bool train = request.mode == StepMode::kTrain;
   if (train) {
     set_learning_rate(*target.optimizer, request.lr);
-    target.optimizer->zero_grad();
+    release_gradients(*target.optimizer);
   }
-  if (!train || target.sharded) {
-    for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
-  }
+  for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
   if (target.sharded) target.sharded->set_reduce_in_backward(!options.batch_invariant);
   at::Tensor loss_sum;
   {

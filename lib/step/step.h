@@ -112,7 +112,7 @@ struct StepOutcome {
 class StepObserver {
  public:
   virtual ~StepObserver() = default;
-  // Before anything of the step runs (gradients not yet zeroed).
+  // Before anything of the step runs (the last step's gradients not yet dropped).
   virtual void step_starting(const StepRequest& request) {}
   // Before each forward: a micro-batch, or under batch_invariant one sequence.
   virtual void forward_starting(int64_t index) {}
@@ -130,7 +130,8 @@ at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_parallel);
 
 // Executes `request` on `target` (each batch moved to options.device), calling `observers` in
-// order at each point. kTrain requires target.optimizer (holding target.params). Throws
+// order at each point. kTrain requires target.optimizer (holding target.params). Every mode first
+// drops the gradients of target.params (kTrain: of every parameter the optimizer steps). Throws
 // RuntimeFailure for an allocation failure, naming the step, the phase (forward, backward,
 // gradient all-reduce, gradient clipping, optimizer step) and the size asked for.
 StepOutcome run_step(const StepTarget& target, const StepOptions& options,
