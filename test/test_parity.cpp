@@ -219,8 +219,8 @@ TEST_CASE(
   auto optimizer = build_optimizer(stepped, opt_config);
   auto generator = at::detail::createCPUGenerator(5);
   const int64_t vocab = model_args_for_flavor(Flavor::kTiny).vocab_size;
-  std::vector<Batch> batches = {Batch{at::randint(vocab, {2, 8}, generator),
-                                      at::randint(vocab, {2, 8}, generator), {}}};
+  std::vector<Batch> batches = {
+      Batch{at::randint(vocab, {2, 8}, generator), at::randint(vocab, {2, 8}, generator), {}}};
   StepTarget target;
   target.model = model;
   target.params = params;
