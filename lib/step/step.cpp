@@ -62,9 +62,9 @@ std::vector<Batch> forwards_of(const std::vector<Batch>& batches, bool per_seque
 // Drops the gradients of every parameter `optimizer` steps, as libtorch 2.x's zero_grad() does
 // by default (1.13's zeroes them in place): the backward then keeps the gradients it computes
 // instead of adding them to zeros, no gradient holds memory during the forward (while the
-// activations build up), and a parameter the backward does not reach has none and is left alone
-// by AdamW. The gradients' bits are the same, except that a gradient of exactly -0 stays -0
-// (0 + -0 is +0).
+// activations build up), and on one process a parameter the backward does not reach has none and
+// is left alone by AdamW (the sums over ranks and FSDP give it zeros, as before). The gradients'
+// bits are the same, except that a gradient of exactly -0 stays -0 (0 + -0 is +0).
 void release_gradients(torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) p.mutable_grad() = at::Tensor();

@@ -1,9 +1,10 @@
 // The training step, torchtitan's order, and the one place a forward and backward is written:
-// zero grads; for each micro-batch, forward and backward of loss = summed cross-entropy / tokens
-// in the whole step (over all ranks); with several ranks, sum the gradients over them; clip to
-// max_norm; set the LR; AdamW. Every execution of a step goes through run_step: the run's own,
-// the rerun check's re-executions, precision attribution's executions on model copies and each
-// sequence's loss for a report, so that "executed again" means "the same code again".
+// drop the last step's gradients; for each micro-batch, forward and backward of loss = summed
+// cross-entropy / tokens in the whole step (over all ranks); with several ranks, sum the gradients
+// over them; clip to max_norm; set the LR; AdamW. Every execution of a step goes through run_step:
+// the run's own, the rerun check's re-executions, precision attribution's executions on model
+// copies and each sequence's loss for a report, so that "executed again" means "the same code
+// again".
 //
 // Observers (the instruments, lib/instruments) watch an execution at fixed points and add what
 // they measured to its outcome; the step knows nothing of what they do.
@@ -130,8 +131,9 @@ at::Tensor summed_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_parallel);
 
 // Executes `request` on `target` (each batch moved to options.device), calling `observers` in
-// order at each point. kTrain requires target.optimizer (holding target.params). Every mode first
-// drops the gradients of target.params (kTrain: of every parameter the optimizer steps). Throws
+// order at each point. kTrain requires target.optimizer (holding target.params). kTrain and
+// kGradients first drop the gradients of target.params (kTrain: of every parameter the optimizer
+// steps). Throws
 // RuntimeFailure for an allocation failure, naming the step, the phase (forward, backward,
 // gradient all-reduce, gradient clipping, optimizer step) and the size asked for.
 StepOutcome run_step(const StepTarget& target, const StepOptions& options,
