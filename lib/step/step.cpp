@@ -59,16 +59,14 @@ std::vector<Batch> forwards_of(const std::vector<Batch>& batches, bool per_seque
   return out;
 }
 
-// Drops the gradients of every parameter `optimizer` steps, as libtorch 2.x's zero_grad() does
-// by default (1.13's zeroes them in place): the backward then keeps the gradients it computes
-// instead of adding them to zeros, no gradient holds memory during the forward (while the
-// activations build up), and on one process a parameter the backward does not reach has none and
-// is left alone by AdamW (the sums over ranks and FSDP give it zeros, as before). The gradients'
-// bits are the same, except that a gradient of exactly -0 stays -0 (0 + -0 is +0).
-void release_gradients(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
-  }
+// Drops the gradients of `params`, as libtorch 2.x's zero_grad() does by default (1.13's zeroes
+// them in place): the backward then keeps the gradients it computes instead of adding them to
+// zeros, no gradient holds memory during the forward (while the activations build up), and on
+// one process a parameter the backward does not reach has none and is left alone by AdamW (the
+// sums over ranks and FSDP give it zeros, as before). The gradients' bits are the same, except
+// that a gradient of exactly -0 stays -0 (0 + -0 is +0).
+void drop_gradients(const std::vector<at::Tensor>& params) {
+  for (const auto& p : params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
 }
 
 // Each parameter's gradient, taken out of the parameter (zeros for one without), and the loss.
@@ -241,7 +239,7 @@ std::vector<at::Tensor> scatter_full_gradients(const StepTarget& target) {
   if (!target.reducer) return {};
   std::vector<at::Tensor> full = gradients_of(target.params);
   target.sharded->scatter_gradients(full);
-  for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+  drop_gradients(target.params);
   return full;
 }
 
@@ -279,9 +277,9 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   const bool train = request.mode == StepMode::kTrain;
   if (train) {
     set_learning_rate(*target.optimizer, request.lr);
-    release_gradients(*target.optimizer);
+    for (const auto& group : target.optimizer->param_groups()) drop_gradients(group.params());
   }
-  for (const auto& p : target.params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+  drop_gradients(target.params);
   if (target.sharded) target.sharded->set_reduce_in_backward(!options.batch_invariant);
   at::Tensor loss_sum;
   {

@@ -133,9 +133,8 @@ double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_para
 // Executes `request` on `target` (each batch moved to options.device), calling `observers` in
 // order at each point. kTrain requires target.optimizer (holding target.params). kTrain and
 // kGradients first drop the gradients of target.params (kTrain: of every parameter the optimizer
-// steps). Throws
-// RuntimeFailure for an allocation failure, naming the step, the phase (forward, backward,
-// gradient all-reduce, gradient clipping, optimizer step) and the size asked for.
+// steps). Throws RuntimeFailure for an allocation failure, naming the step, the phase (forward,
+// backward, gradient all-reduce, gradient clipping, optimizer step) and the size asked for.
 StepOutcome run_step(const StepTarget& target, const StepOptions& options,
                      const StepRequest& request, const std::vector<StepObserver*>& observers = {});
 
