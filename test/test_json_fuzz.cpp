@@ -245,6 +245,29 @@ TEST_CASE("json: strict grammar for values that are skipped", "[data]") {
   CHECK(text == "\xF0\x9F\x98\x80 caf\xC3\xA9 \"q\" \\ / \b\f\n\r\t");
 }
 
+// RFC 8259 section 7, and Hugging Face's readers (serde_json) refuse them as well: a raw tab, CR
+// or NUL inside a string is an error at its column, in a key, in the text and in a skipped value.
+TEST_CASE("json: a raw control character in a string is refused at its column, with a hint",
+          "[data]") {
+  for (const std::string& bad :
+       {std::string("{\"text\": \"a\tb\"}"), std::string("{\"text\": \"a\rb\"}"),
+        std::string("{\"text\": \"a\0b\"}", 15), std::string("{\"k\x1f\": 1, \"text\": \"x\"}"),
+        std::string("{\"a\": [\"\x01\"], \"text\": \"x\"}")}) {
+    INFO(printable(bad));
+    CHECK_FALSE(parses(bad));
+  }
+  try {
+    json_text_field("{\"text\": \"a\tb\"}");
+    FAIL("a raw tab was accepted");
+  } catch (const JsonSyntaxError& e) {
+    CHECK(e.column() == 12);
+    CHECK(std::string(e.what()) ==
+          "column 12: raw control character U+0009 in a string (hint: JSON needs it escaped, "
+          "as \\u0009)");
+  }
+  CHECK(parses("{\"text\": \"a\\tb\"}"));  // the escaped form still reads
+}
+
 // The writers' one quoting helper (spans, safetensors headers, replay reports): every
 // ASCII byte, control characters included, and UTF-8 text read back unchanged through the strict
 // reader, and the escapes are the short, standard ones.
@@ -256,7 +279,7 @@ TEST_CASE("json: json_quoted text reads back unchanged, every ASCII byte and UTF
        {std::string(), ascii, std::string("caf\xc3\xa9 \xe2\x82\xac"), std::string("a\0b", 3)}) {
     const std::string quoted = json_quoted(text);
     INFO(printable(quoted));
-    // JSON allows no raw control character in a string (the reader here would take one).
+    // JSON allows no raw control character in a string (the reader refuses one).
     CHECK(std::none_of(quoted.begin(), quoted.end(),
                        [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
     std::string back;

@@ -1,5 +1,7 @@
 #include "util/json_cursor.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -53,9 +55,16 @@ void JsonCursor::string(std::string* out) {
   expect('"');
   while (true) {
     size_t run = i_;
-    while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\') ++i_;
+    while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\' &&
+           static_cast<unsigned char>(s_[i_]) >= 0x20)
+      ++i_;
     if (out) out->append(s_, run, i_ - run);
     if (i_ >= s_.size()) fail("unterminated string");
+    if (static_cast<unsigned char>(s_[i_]) < 0x20)  // RFC 8259 7; serde_json refuses them too
+      fail(
+          fmt::format("raw control character U+{:04X} in a string (hint: JSON needs it escaped, "
+                      "as \\u{:04x})",
+                      static_cast<unsigned>(s_[i_]), static_cast<unsigned>(s_[i_])));
     if (s_[i_++] == '"') return;
     escape(out);
   }

@@ -36,7 +36,8 @@ class JsonCursor {
   void expect(char c);
   // True when only spaces remain.
   bool at_end();
-  // A string; with `out` null its escapes are checked but nothing is kept.
+  // A string; with `out` null its escapes are checked but nothing is kept. A raw control
+  // character (U+0000-U+001F) in it throws, as JSON requires.
   void string(std::string* out);
   // Skips one value of any kind.
   void skip_value();
