@@ -60,11 +60,12 @@ void JsonCursor::string(std::string* out) {
       ++i_;
     if (out) out->append(s_, run, i_ - run);
     if (i_ >= s_.size()) fail("unterminated string");
-    if (static_cast<unsigned char>(s_[i_]) < 0x20)  // RFC 8259 7; serde_json refuses them too
+    const unsigned c = static_cast<unsigned char>(s_[i_]);
+    if (c < 0x20)  // RFC 8259 section 7; serde_json refuses them too
       fail(
-          fmt::format("raw control character U+{:04X} in a string (hint: JSON needs it escaped, "
-                      "as \\u{:04x})",
-                      static_cast<unsigned>(s_[i_]), static_cast<unsigned>(s_[i_])));
+          fmt::format("raw control character U+{0:04X} in a string (hint: JSON needs it escaped, "
+                      "as \\u{0:04x})",
+                      c));
     if (s_[i_++] == '"') return;
     escape(out);
   }
