@@ -23,7 +23,7 @@ fi
 bin=${TITAN_TRAIN_BIN:-build/titan-train}
 if [ -z "${TITAN_TRAIN_BIN:-}" ]; then
   scripts/install_deps.sh
-  scripts/build.sh
+  scripts/build.sh --target titan-train  # only the binary: scripts/test.sh builds the tests
 fi
 cmd=("$bin" --config "${CONFIG_FILE:-configs/debug_model.toml}" "$@")
 if [ "$ngpu" -eq 1 ]; then

@@ -16,7 +16,7 @@
 #include "analysis/fingerprint_reader.h"
 #include "catch_torch.h"
 #include "config/config.h"
-#include "step/pairwise_sum.h"
+#include "parallel/pairwise_sum.h"
 #include "test_ranks.h"
 #include "test_util.h"
 

@@ -17,7 +17,7 @@
 #include "config/config.h"
 #include "model/llama.h"
 #include "optim/optimizer.h"
-#include "step/fully_sharded_model.h"
+#include "parallel/data_parallel.h"
 #include "step/step.h"
 #include "test_ranks.h"
 #include "test_util.h"
@@ -119,8 +119,14 @@ TEST_CASE(
     std::vector<at::Tensor> params = model->parameters();
     int64_t bytes = 0;
     for (const auto& p : params) bytes += storage_bytes(p);
-    FullyShardedModel sharded(model, group, ReshardAfterForward::kDefault);
-    auto optimizer = build_optimizer(sharded.shards(), OptimizerConfig());
+    Config config;
+    DataParallelPlan plan;
+    plan.shard = world;
+    plan.fsdp = true;
+    auto whole = build_optimizer(params, config.optimizer);
+    const auto parallel =
+        make_data_parallel(DataParallelSetup{config, plan, group, model, params, *whole}, {});
+    torch::optim::AdamW& optimizer = parallel->optimizer();
     auto generator = at::detail::createCPUGenerator(7);
     Batch batch;
     batch.inputs = at::randint(args.vocab_size, {2, 16}, generator);
@@ -129,9 +135,8 @@ TEST_CASE(
     StepTarget target;
     target.model = model;
     target.params = params;
-    target.optimizer = optimizer.get();
-    target.sharded = &sharded;
-    target.group = &group;
+    target.optimizer = &optimizer;
+    target.parallel = parallel.get();
     StepOptions options;
     options.data_parallel = world;
     StepRequest request;
@@ -142,11 +147,11 @@ TEST_CASE(
     int64_t full_held = 0;
     for (const auto& p : params) full_held += storage_bytes(p) + storage_bytes(p.grad());
     int64_t shard_bytes = 0, grad_bytes = 0, moment_bytes = 0;
-    for (const auto& shard : sharded.shards()) {
+    for (const auto& shard : optimizer.param_groups().at(0).params()) {
       shard_bytes += storage_bytes(shard);
       grad_bytes += storage_bytes(shard.grad());
     }
-    for (const auto& item : optimizer->state()) {
+    for (const auto& item : optimizer.state()) {
       const auto& state = static_cast<const torch::optim::AdamWParamState&>(*item.second);
       moment_bytes += storage_bytes(state.exp_avg()) + storage_bytes(state.exp_avg_sq());
     }

@@ -2,7 +2,7 @@
 #include <stdexcept>
 
 #include "catch_torch.h"
-#include "distributed/param_storage.h"
+#include "parallel/param_storage.h"
 
 namespace titan {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "catch_torch.h"
-#include "distributed/hsdp_mesh.h"
+#include "parallel/hsdp_mesh.h"
 #include "distributed/process_group.h"
 #include "test_ranks.h"
 #include "util/error.h"

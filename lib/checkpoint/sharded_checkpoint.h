@@ -49,6 +49,18 @@ struct CheckpointShard {
   SafetensorsMetadata optimizer_metadata;  // as full_checkpoint's (format, groups, steps)
 };
 
+// How a run's full checkpoints save under FSDP. A full save writes each rank's rows (`shard`
+// gives them) as shard files from the ranks where `writes` (one replica's under HSDP), the mesh
+// (`replicas` x `shards`) in the manifest; `gather` makes the model whole for a model-only save
+// and `release` shards it again (both collective). Without `shard`, rank 0 saves the whole model.
+struct ShardedSaves {
+  std::function<CheckpointShard()> shard;
+  bool writes = false;
+  int64_t shards = 0;
+  int64_t replicas = 1;
+  std::function<void()> gather, release;
+};
+
 // "model.shard3.safetensors" for part "model" and position 3.
 std::string shard_file_name(const std::string& part, int64_t position);
 

@@ -35,11 +35,7 @@ std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup&
   norms.steps = config.training.steps;
   norms.histogram_freq = s.writes_tensorboard ? config.metrics.histogram_freq : 0;
   norms.every_step = rerun_armed(config.debug);
-  if (s.sharded) {
-    out.push_back(std::make_shared<LayerNorms>(*s.sharded, *s.shard_group, norms));
-  } else {
-    out.push_back(std::make_shared<LayerNorms>(s.model, norms));
-  }
+  out.push_back(std::make_shared<LayerNorms>(*s.parallel, norms));
   if (!config.debug.precision_steps.empty())
     out.push_back(std::make_shared<PrecisionProbe>(config, s.folder, s.args, s.step_options));
   if (!config.debug.capture_steps.empty()) {

@@ -13,6 +13,7 @@
 #include "instruments/numerics_trace.h"
 #include "model/llama.h"
 #include "model/model_args.h"
+#include "parallel/data_parallel.h"
 #include "step/step.h"
 
 namespace titan {
@@ -28,9 +29,8 @@ struct InstrumentSetup {
   ModelArgs args;
   StepOptions step_options;
   Transformer model{nullptr};
-  // FSDP: the sharded model and its shard group (instruments read the shards); null otherwise.
-  const FullyShardedModel* sharded = nullptr;
-  ProcessGroup* shard_group = nullptr;
+  // How the ranks hold the model (instruments read this rank's pieces of it); outlives them.
+  const DataParallel* parallel = nullptr;
   std::string dataset;              // the data source, as the start-up log names it
   bool writes_tensorboard = false;  // this rank writes event files (histograms)
   // The numerics tracer (make_numerics_tracer): built before activation checkpointing, which

@@ -110,28 +110,13 @@ bool LayerNormSchedule::histograms(int64_t step) const {
   return histogram_freq > 0 && step % histogram_freq == 0;
 }
 
-LayerNorms::LayerNorms(const Transformer& model, const LayerNormSchedule& schedule)
-    : schedule_(schedule) {
-  std::vector<at::Tensor> params;
-  for (const auto& item : model->named_parameters()) {
-    add_parameter(item.key(), item.value());
-    params.push_back(item.value());
-  }
-  gradients_ = [params] {
+LayerNorms::LayerNorms(const DataParallel& parallel, const LayerNormSchedule& schedule)
+    : schedule_(schedule), sum_over_(parallel.pieces_split_over()) {
+  // The pieces are the parameters, or views of the shards, which the optimizer updates in place.
+  for (const auto& piece : parallel.local_pieces()) add_parameter(piece.name, piece.value);
+  gradients_ = [&parallel] {
     std::vector<at::Tensor> grads;
-    for (const auto& p : params) grads.push_back(p.grad());
-    return grads;
-  };
-}
-
-LayerNorms::LayerNorms(const FullyShardedModel& sharded, ProcessGroup& group,
-                       const LayerNormSchedule& schedule)
-    : schedule_(schedule), sum_over_(&group) {
-  // The pieces are views of the shards, which the optimizer updates in place.
-  for (const auto& piece : sharded.local_pieces()) add_parameter(piece.name, piece.value);
-  gradients_ = [&sharded] {
-    std::vector<at::Tensor> grads;
-    for (const auto& piece : sharded.local_pieces()) grads.push_back(piece.grad);
+    for (const auto& piece : parallel.local_pieces()) grads.push_back(piece.grad);
     return grads;
   };
 }

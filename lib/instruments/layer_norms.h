@@ -20,7 +20,7 @@
 #include "metrics/tfevents.h"
 #include "model/llama.h"
 #include "optim/optimizer.h"
-#include "step/fully_sharded_model.h"
+#include "parallel/data_parallel.h"
 #include "util/stopwatch.h"
 
 namespace titan {
@@ -39,14 +39,11 @@ struct LayerNormSchedule {
 
 class LayerNorms : public Instrument {
  public:
-  // Groups `model`'s parameters by part ("layers.3.attention.wq.weight" is part "3"). Requires:
-  // the model outlives the instrument.
-  LayerNorms(const Transformer& model, const LayerNormSchedule& schedule);
-  // Under FSDP: each part's norms from this rank's pieces of its parameters, their squares summed
-  // over `group` (collective: every rank measures the same steps). Requires: `sharded` and
-  // `group` outlive the instrument.
-  LayerNorms(const FullyShardedModel& sharded, ProcessGroup& group,
-             const LayerNormSchedule& schedule);
+  // Groups the parameters by part ("layers.3.attention.wq.weight" is part "3"), from this rank's
+  // pieces of them; where the pieces are split over ranks (FSDP) their squares are summed over
+  // those ranks (collective: every rank measures the same steps). Requires: `parallel` outlives
+  // the instrument.
+  LayerNorms(const DataParallel& parallel, const LayerNormSchedule& schedule);
 
   const char* name() const override { return "per-layer norms"; }
   bool wants_step(int64_t step) const override { return schedule_.measures(step); }
@@ -83,7 +80,7 @@ class LayerNorms : public Instrument {
   // Every parameter's gradient (or under FSDP this rank's piece of it), in the model's order, as
   // the step left them.
   std::function<std::vector<at::Tensor>()> gradients_;
-  ProcessGroup* sum_over_ = nullptr;  // FSDP's shard group; null: every rank has all of them
+  ProcessGroup* sum_over_ = nullptr;  // the pieces' ranks; null: every rank has all of them
   bool measuring_ = false;
   UpdateMeasurer* measurer_ = nullptr;  // this step's, when the optimizer measures it
   bool with_histograms_ = false;

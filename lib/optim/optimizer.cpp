@@ -57,6 +57,10 @@ AdamWStateMap::key_type adamw_state_key(const at::Tensor& p) {
   return state_key<AdamWStateMap::key_type>(p);
 }
 
+void drop_gradients(const std::vector<at::Tensor>& params) {
+  for (const auto& p : params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+}
+
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);

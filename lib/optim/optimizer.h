@@ -68,6 +68,14 @@ UpdateMeasurer* update_measurer(torch::optim::AdamW& optimizer);
 using AdamWStateMap = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
 AdamWStateMap::key_type adamw_state_key(const at::Tensor& p);
 
+// Drops the gradients of `params`, as libtorch 2.x's zero_grad() does by default (1.13's zeroes
+// them in place): the backward then keeps the gradients it computes instead of adding them to
+// zeros, no gradient holds memory during the forward (while the activations build up), and on
+// one process a parameter the backward does not reach has none and is left alone by AdamW (the
+// sums over ranks and FSDP give it zeros). The gradients' bits are the same, except that a
+// gradient of exactly -0 stays -0 (0 + -0 is +0).
+void drop_gradients(const std::vector<at::Tensor>& params);
+
 // Sets the learning rate of every parameter group.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 

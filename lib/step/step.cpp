@@ -8,9 +8,7 @@
 #include <string>
 
 #include "optim/optimizer.h"
-#include "step/fully_sharded_model.h"
-#include "step/gradient_reducer.h"
-#include "step/pairwise_sum.h"
+#include "parallel/pairwise_sum.h"
 #include "util/autocast.h"
 #include "util/blas_threads.h"
 #include "util/error.h"
@@ -57,16 +55,6 @@ std::vector<Batch> forwards_of(const std::vector<Batch>& batches, bool per_seque
     }
   }
   return out;
-}
-
-// Drops the gradients of `params`, as libtorch 2.x's zero_grad() does by default (1.13's zeroes
-// them in place): the backward then keeps the gradients it computes instead of adding them to
-// zeros, no gradient holds memory during the forward (while the activations build up), and on
-// one process a parameter the backward does not reach has none and is left alone by AdamW (the
-// sums over ranks and FSDP give it zeros, as before). The gradients' bits are the same, except
-// that a gradient of exactly -0 stays -0 (0 + -0 is +0).
-void drop_gradients(const std::vector<at::Tensor>& params) {
-  for (const auto& p : params) const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
 }
 
 // Each parameter's gradient, taken out of the parameter (zeros for one without), and the loss.
@@ -127,11 +115,10 @@ std::vector<at::Tensor> evaluate(const StepTarget& target, const StepOptions& op
 
 // kEvaluate's outcome: the mean over batches of each batch's loss summed over the ranks (each
 // rank's is over the tokens of all of them: the sum is the batch's mean over all ranks' tokens).
-double mean_over_batches(const StepTarget& target, const std::vector<at::Tensor>& losses) {
+double mean_over_batches(DataParallel& parallel, const std::vector<at::Tensor>& losses) {
   if (losses.empty()) return 0;
   at::Tensor all = at::stack(losses).reshape({-1});  // (batches) float64
-  if (target.group && target.group->size() > 1)
-    target.group->all_reduce_sum(all, "the validation losses");
+  parallel.sum_over_ranks(all, "the validation losses");
   return all.sum().item<double>() / static_cast<double>(losses.size());
 }
 
@@ -176,23 +163,17 @@ at::Tensor forward_and_backward(const StepTarget& target, const StepOptions& opt
 
 // Sums gradients and loss over the ranks; with `max_loss`, also each rank's own loss (its summed
 // loss is over the tokens of all ranks): returns the largest.
-double reduce_over_ranks(const StepTarget& target, at::Tensor& loss_sum, int64_t step,
+double reduce_over_ranks(DataParallel& parallel, at::Tensor& loss_sum, int64_t step,
                          bool max_loss) {
-  ProcessGroup& group = *target.group;
   at::Tensor per_rank;
   if (max_loss) {
-    const auto world = group.size();
+    const auto world = parallel.ranks();
     per_rank = at::zeros({world}, at::kDouble);
-    per_rank[group.rank()] = loss_sum.cpu() * static_cast<double>(world);
+    per_rank[parallel.rank()] = loss_sum.cpu() * static_cast<double>(world);
   }
-  if (target.reducer) {
-    target.reducer->reduce(loss_sum, step);
-  } else {  // FSDP: the backward reduce-scattered the gradients within the shard group already
-    group.all_reduce_sum(loss_sum, fmt::format("step {}'s loss", step));
-    target.sharded->sum_over_replicas(step);
-  }
+  parallel.reduce_gradients(loss_sum, step);
   if (!max_loss) return 0;
-  group.all_reduce_sum(per_rank, "the ranks' losses");
+  parallel.sum_over_ranks(per_rank, "the ranks' losses");
   return per_rank.max().item<double>();
 }
 
@@ -200,47 +181,6 @@ std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& params) {
   std::vector<at::Tensor> grads;
   for (const auto& p : params) grads.push_back(p.grad());
   return grads;
-}
-
-// FSDP's clipping: the norm of the gradients over all ranks' shards (each rank's squares summed
-// over the shard group: under HSDP the replicas hold the same shards), and each shard's gradient
-// scaled by it. Under batch_invariant the norm is
-// that of the full gradients `full_grads` (the rank-ordered sum left them on every rank), so it
-// and the coefficient are bit for bit replication's.
-double clip_sharded(const StepTarget& target, const StepOptions& options,
-                    const std::vector<at::Tensor>& full_grads) {
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> shard_grads;
-  for (const auto& shard : target.sharded->shards()) shard_grads.push_back(shard.grad());
-  at::Tensor norm;
-  if (!full_grads.empty()) {
-    norm = gradient_norm_tensor(full_grads, options.grad_norm_accumulate);
-  } else {
-    const bool float32 = options.grad_norm_accumulate == GradNormAccumulate::kFloat32;
-    at::Tensor squares =
-        at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(options.device));
-    for (const auto& g : shard_grads) {
-      if (!g.defined()) continue;
-      const at::Tensor n =
-          float32 ? g.norm(2) : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble);
-      squares += n.to(at::kDouble).square();
-    }
-    target.sharded->shard_group().all_reduce_sum(squares, "the gradients' squared norm");
-    norm = float32 ? squares.sqrt().to(shard_grads.front().scalar_type()) : squares.sqrt();
-  }
-  const double total = norm.item<double>();
-  clip_with_norm(shard_grads, norm, options.max_norm, options.grad_norm_accumulate);
-  return total;
-}
-
-// FSDP after the sum over ranks: under batch_invariant, the full gradients' rows of this rank
-// into its shards (returned: the full gradients, taken out of the parameters); else nothing.
-std::vector<at::Tensor> scatter_full_gradients(const StepTarget& target) {
-  if (!target.reducer) return {};
-  std::vector<at::Tensor> full = gradients_of(target.params);
-  target.sharded->scatter_gradients(full);
-  drop_gradients(target.params);
-  return full;
 }
 
 }  // namespace
@@ -259,6 +199,9 @@ double tokens_in_step(const std::vector<Batch>& micro_batches, int64_t data_para
 
 StepOutcome run_step(const StepTarget& target, const StepOptions& options,
                      const StepRequest& request, const std::vector<StepObserver*>& observers) {
+  std::unique_ptr<DataParallel> alone;
+  if (!target.parallel) alone = one_process(target.model, target.params, nullptr);
+  DataParallel& parallel = target.parallel ? *target.parallel : *alone;
   StepOutcome out;
   out.step = request.step;
   out.lr = request.lr;
@@ -266,7 +209,7 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   if (request.mode == StepMode::kLosses || request.mode == StepMode::kEvaluate) {
     std::vector<at::Tensor> losses = evaluate(target, options, request, observers);
     if (request.mode == StepMode::kEvaluate) {
-      out.loss = mean_over_batches(target, losses);
+      out.loss = mean_over_batches(parallel, losses);
       for (const auto& b : *request.batches) out.tokens += b.labels.numel();
     } else {
       out.sequence_losses = std::move(losses);
@@ -280,29 +223,24 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
     for (const auto& group : target.optimizer->param_groups()) drop_gradients(group.params());
   }
   drop_gradients(target.params);
-  if (target.sharded) target.sharded->set_reduce_in_backward(!options.batch_invariant);
   at::Tensor loss_sum;
   {
     ScopedSeconds timed(out.timings.forward_backward);
     loss_sum = forward_and_backward(target, options, request, observers);
   }
-  std::vector<at::Tensor> full_grads;  // FSDP under batch_invariant: until clipping
-  if (train && (target.reducer || target.sharded)) {
+  if (train && parallel.ranks() > 1) {
     ScopedSeconds timed(out.timings.reduce);
     out.max_loss = in_phase("gradient all-reduce", request.step, [&] {
-      return reduce_over_ranks(target, loss_sum, request.step, request.max_loss_over_ranks);
+      return reduce_over_ranks(parallel, loss_sum, request.step, request.max_loss_over_ranks);
     });
-    if (target.sharded) full_grads = scatter_full_gradients(target);
   }
   for (auto* o : observers) o->gradients_ready(request);
   {
     ScopedSeconds timed(out.timings.clip);
     out.grad_norm = in_phase("gradient clipping", request.step, [&] {
-      if (target.sharded && train) return clip_sharded(target, options, full_grads);
-      return train ? clip_grad_norm(target.params, options.max_norm, options.grad_norm_accumulate)
+      return train ? parallel.clip_gradients(options.max_norm, options.grad_norm_accumulate)
                    : gradient_norm(gradients_of(target.params), options.grad_norm_accumulate);
     });
-    full_grads.clear();
   }
   out.loss = loss_sum.item<double>();
   if (!request.max_loss_over_ranks) out.max_loss = out.loss;

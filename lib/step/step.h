@@ -23,11 +23,9 @@
 #include "metrics/numerics_log.h"
 #include "metrics/tfevents.h"
 #include "model/llama.h"
+#include "parallel/data_parallel.h"
 
 namespace titan {
-
-class GradientReducer;
-class FullyShardedModel;
 
 // How a run's steps compute; fixed for the run.
 struct StepOptions {
@@ -58,13 +56,9 @@ struct StepTarget {
   Transformer model{nullptr};
   std::vector<at::Tensor> params;                // the model's, in its order
   torch::optim::Optimizer* optimizer = nullptr;  // needed by kTrain
-  // Several ranks (kTrain): the gradients' sum over them; null for one process, and under FSDP
-  // unless debug.batch_invariant (whose rank-ordered sum FSDP takes whole, then scatters).
-  GradientReducer* reducer = nullptr;
-  // FSDP (parallelism.data_parallel_shard_degree > 1): the model's parameters are gathered per
-  // unit; `optimizer` steps the shards. Null: every rank holds the whole model.
-  FullyShardedModel* sharded = nullptr;
-  ProcessGroup* group = nullptr;  // for the largest rank loss; null: one process
+  // How the ranks share the work: the sums over them, clipping over the shards, the model's
+  // state under FSDP. Null: one process holding the whole model (one_process).
+  DataParallel* parallel = nullptr;
 };
 
 struct StepRequest {

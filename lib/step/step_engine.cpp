@@ -5,8 +5,6 @@
 #include "ac/recompute.h"
 #include "determinism/determinism.h"
 #include "determinism/rng_state.h"
-#include "step/fully_sharded_model.h"
-#include "util/hash.h"
 
 namespace titan {
 
@@ -41,19 +39,10 @@ void StepEngine::apply(const TrainState& s) {
   restore_rng_state(s.rng);
 }
 
-Snapshot StepEngine::snapshot() const {
-  if (target_.sharded) {
-    return take_snapshot(target_.sharded->snapshot_tensors(), optimizer_, state());
-  }
-  return take_snapshot(*target_.model, optimizer_, state());
-}
+Snapshot StepEngine::snapshot() const { return target_.parallel->snapshot(state()); }
 
 void StepEngine::restore(const Snapshot& snapshot) {
-  if (target_.sharded) {
-    restore_snapshot(snapshot, target_.sharded->snapshot_tensors(), optimizer_);
-  } else {
-    restore_snapshot(snapshot, *target_.model, optimizer_);
-  }
+  target_.parallel->restore(snapshot);
   apply(snapshot.state);
 }
 
@@ -79,16 +68,8 @@ void StepEngine::complete(int64_t step) {
   tokens_seen_ += tokens_per_step_;
 }
 
-uint64_t StepEngine::params_checksum() const {
-  return target_.sharded ? target_.sharded->params_checksum() : tensors_checksum(target_.params);
-}
+uint64_t StepEngine::params_checksum() const { return target_.parallel->params_checksum(); }
 
-uint64_t StepEngine::gradients_checksum() const {
-  if (target_.sharded) return target_.sharded->gradients_checksum();
-  std::vector<at::Tensor> grads;
-  for (const auto& p : target_.params)
-    grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-  return tensors_checksum(grads);
-}
+uint64_t StepEngine::gradients_checksum() const { return target_.parallel->gradients_checksum(); }
 
 }  // namespace titan

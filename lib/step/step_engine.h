@@ -20,8 +20,8 @@ namespace titan {
 
 class StepEngine {
  public:
-  // Requires: everything `target` points to, `optimizer` (target.optimizer) and `batches` outlive
-  // the engine. `tokens_per_step` counts all ranks.
+  // Requires: target.parallel, everything `target` points to, `optimizer` (target.optimizer, the
+  // parallel component's) and `batches` outlive the engine. `tokens_per_step` counts all ranks.
   StepEngine(StepTarget target, torch::optim::AdamW& optimizer, StepOptions options,
              StepBatches& batches, LRSchedule schedule, double base_lr, int64_t tokens_per_step);
 

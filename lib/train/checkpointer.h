@@ -55,17 +55,8 @@ class Checkpointer {
   // config ConfigError. Writes nothing. (checkpoint_resume.cpp)
   StartPoint resume_or_initialize();
 
-  // FSDP (sharded_checkpoint.h). A full save writes each rank's rows (`shard` gives them) as
-  // shard files from the ranks where `writes` (one replica's under HSDP), the mesh (`replicas` x
-  // `shards`) in the manifest; `gather` makes the model whole for a model-only save and
-  // `release` shards it again (both collective).
-  struct ShardedSaves {
-    std::function<CheckpointShard()> shard;
-    bool writes = false;
-    int64_t shards = 0;
-    int64_t replicas = 1;
-    std::function<void()> gather, release;
-  };
+  // A full save of each rank's rows, and a model-only save of the whole model, as `sharded`
+  // (from the run's DataParallel) says; the default saves the whole model from rank 0.
   void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
   // FSDP, before resume_or_initialize: a resume loads only `share`'s rows of the optimizer state
   // (StartPoint::optimizer_rows), so that no rank builds the whole moments.

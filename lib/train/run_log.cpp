@@ -17,39 +17,6 @@
 namespace titan {
 namespace {
 
-// What the ranks hold and how their gradients meet.
-std::string data_parallel_mode(const RunParts& parts) {
-  const DataParallelPlan& plan = parts.data_parallel;
-  if (parts.sharded) {
-    const std::string hsdp = plan.hsdp()
-                                 ? fmt::format("HSDP: {} replicas of {} shards; within each, ",
-                                               plan.replicate, plan.shard)
-                                 : "";
-    const std::string replicas =
-        plan.hsdp() && !parts.reducer ? ", then summed over the replicas" : "";
-    return fmt::format(
-        "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
-        "MiB gathered{}{}, reshard_after_forward {}{}{}",
-        hsdp, parts.sharded->units(),
-        static_cast<double>(parts.sharded->largest_unit_bytes()) / (1 << 20),
-        parts.sharded->param_dtype() == at::kFloat ? "" : " in bfloat16",
-        parts.sharded->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
-        parts.context.config.parallelism.fsdp_reshard_after_forward,
-        parts.reducer
-            ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
-                          "bucket(s), then keeps each rank's rows",
-                          parts.reducer->buckets())
-            : fmt::format("; gradients reduce-scattered{} as each unit's backward ends",
-                          parts.sharded->reduce_dtype() == at::kFloat ? "" : " in bfloat16"),
-        replicas);
-  }
-  std::string mode =
-      fmt::format("replication, gradients all-reduced in {} bucket(s)", parts.reducer->buckets());
-  if (!plan.replicated_because.empty())
-    mode += fmt::format(" (the shard degree replicates: {})", plan.replicated_because);
-  return mode;
-}
-
 void log_data_parallel(const RunParts& parts, std::ostream& log) {
   if (parts.context.process_group->size() <= 1) return;
   const Config& config = parts.context.config;
@@ -57,7 +24,7 @@ void log_data_parallel(const RunParts& parts, std::ostream& log) {
       "[titan] data parallel: {} ranks over {} (replicate {}, shard {}): {}; every rank starts "
       "from parameters {:#018x}; timeouts {} s to step 1, {} s after\n",
       parts.context.process_group->size(), parts.context.process_group->backend(),
-      parts.data_parallel.replicate, parts.data_parallel.shard, data_parallel_mode(parts),
+      parts.data_parallel.replicate, parts.data_parallel.shard, parts.parallel->describe(),
       parts.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
 }
 
@@ -171,31 +138,8 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary,
           ? fmt::format(" per rank ({} in all)", with_thousands(std::llround(summary.mean_tps)))
           : std::string(),
       summary.losses.back());
-  const GradientReducer* reducer = parts.reducer.get();
-  if (reducer && reducer->cost().count > 0) {
-    const CostMeter& cost = reducer->cost();
-    log << fmt::format(
-        "[titan] gradient all-reduce: mean {:.1f} ms per step, {:.1f}% of the step time "
-        "({:.1f} MiB in {} bucket{}, after the backward; waits for slower ranks included)\n",
-        1e3 * cost.per_count(),
-        100.0 * cost.per_count() * static_cast<double>(summary.steps) / summary.seconds,
-        static_cast<double>(reducer->bytes()) / (1 << 20), reducer->buckets(),
-        reducer->buckets() == 1 ? "" : "s");
-  }
-  if (parts.sharded) {
-    const auto waits = parts.sharded->collective_seconds();
-    const double steps = static_cast<double>(summary.steps);
-    log << fmt::format(
-        "[titan] FSDP: all-gather waits {:.1f} ms per step ({}), reduce-scatters {:.1f} ms per "
-        "step; {:.1f}% of the step time in all\n",
-        1e3 * waits.gather_wait / steps, parts.sharded->prefetches() ? "prefetched" : "no prefetch",
-        1e3 * waits.reduce_scatter / steps,
-        100.0 * (waits.gather_wait + waits.reduce_scatter) / summary.seconds);
-    if (parts.data_parallel.hsdp()) {
-      log << fmt::format("[titan] HSDP: gradient sums over the replicas {:.1f} ms per step\n",
-                         1e3 * parts.sharded->replica_sum_seconds() / steps);
-    }
-  }
+  for (const auto& line : parts.parallel->cost_lines(summary.steps, summary.seconds))
+    log << "[titan] " << line << "\n";
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksums.seconds, checksums.percent_of(summary.seconds));
   for (const auto& line : output_lines) log << "[titan] " << line << "\n";

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "ac/apply.h"
@@ -17,7 +16,6 @@
 #include "train/rank_agreement.h"
 #include "util/error.h"
 #include "util/hash.h"
-#include "util/malloc_tuning.h"
 
 namespace titan {
 
@@ -54,8 +52,7 @@ RunParts::RunParts(const RunContext& run_context)
   ProcessGroup& group = *context.process_group;
   const RunFolder folder(config);
   data_parallel = data_parallel_plan(config, group.size());
-  check_memory(args, config, plan.micro_batches, context.device,
-               data_parallel.fsdp ? data_parallel.shard : 1);
+  check_memory(args, config, plan.micro_batches, context.device, data_parallel.state_shards());
   text = text_encoding_for(config, args.vocab_size);
   source = make_token_source(training_dataset(t), context.determinism.seed, t.seq_len + 1,
                              args.vocab_size, text.encoder);
@@ -80,62 +77,24 @@ RunParts::RunParts(const RunContext& run_context)
   optimizer = build_optimizer(params, config.optimizer);
   token_flops = flops_per_token(args, t.seq_len);
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
-  if (data_parallel.fsdp) {
-    // A resume loads this rank's rows of the moments only (its place in its shard group).
-    checkpointer->set_optimizer_rows({group.rank() % data_parallel.shard, data_parallel.shard});
-  }
+  // Under FSDP a resume loads this rank's rows of the moments only (its place in its shard group).
+  checkpointer->set_optimizer_rows(data_parallel.optimizer_rows(group.rank()));
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
-  torch::optim::AdamW* stepped = optimizer.get();
-  if (data_parallel.fsdp) {
-    // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
-    const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
-    if (data_parallel.hsdp())
-      mesh = make_hsdp_mesh(group, data_parallel.replicate, data_parallel.shard);
-    sharded = std::make_unique<FullyShardedModel>(
-        model, mesh.shard ? *mesh.shard : group,
-        reshard_after_forward_of(config.parallelism.fsdp_reshard_after_forward),
-        !(prefetch && std::string(prefetch) == "0"), mesh.replica.get());
-    if (config.training.mixed_precision_reduce == "bfloat16")
-      sharded->set_reduce_dtype(at::kBFloat16);
-    // Under bf16 autocast the units are gathered in bfloat16 (FSDP's param_dtype); a
-    // batch-invariant run gathers them exact, as replication computes from float32 weights.
-    if (options.autocast_bf16 && !config.debug.batch_invariant)
-      sharded->set_param_dtype(at::kBFloat16);
-    shard_optimizer = build_optimizer(sharded->shards(), config.optimizer);
-    sharded->take_optimizer_rows(start.optimizer_rows, *shard_optimizer);  // a resume's moments
-    start.optimizer_rows.clear();
-    stepped = shard_optimizer.get();
-    Checkpointer::ShardedSaves saves;
-    saves.shard = [this] { return sharded->checkpoint_shard(*shard_optimizer); };
-    saves.writes = !mesh.replica || mesh.replica->rank() == 0;  // one replica writes the shards
-    saves.shards = data_parallel.shard;
-    saves.replicas = data_parallel.hsdp() ? data_parallel.replicate : 1;
-    saves.gather = [this] { sharded->gather_parameters(); };
-    saves.release = [this] { sharded->release_whole(*optimizer); };
-    checkpointer->set_sharded(std::move(saves));
-    return_free_heap_to_kernel();  // the whole model each rank built is freed
-    if (tracer) {
-      tracer->set_gradient_source([this](const NumericsTracer::GradientVisitor& visit) {
-        sharded->visit_full_gradients_backward(visit);
-      });
-    }
-  }
-  // FSDP takes batch_invariant's rank-ordered sum whole (it holds world x the gradients anyway)
-  // and keeps its rows; otherwise its backward reduce-scatters.
-  if (group.size() > 1 && (!sharded || config.debug.batch_invariant)) {
-    reducer = std::make_unique<GradientReducer>(group, params, kGradientBucketBytes,
-                                                config.debug.batch_invariant);
-  }
+  parallel = make_data_parallel(
+      DataParallelSetup{config, data_parallel, group, model, params, *optimizer,
+                        options.autocast_bf16},
+      start.optimizer_rows);
+  start.optimizer_rows.clear();
+  checkpointer->set_sharded(parallel->checkpoint_saves());
+  if (tracer) tracer->set_gradient_source(parallel->gradient_source());
   StepTarget target;
   target.model = model;
   target.params = params;
-  target.optimizer = stepped;
-  target.reducer = reducer.get();
-  target.sharded = sharded.get();
-  target.group = &group;
-  engine = std::make_unique<StepEngine>(target, *stepped, options, *batches,
+  target.optimizer = &parallel->optimizer();
+  target.parallel = parallel.get();
+  engine = std::make_unique<StepEngine>(target, parallel->optimizer(), options, *batches,
                                         LRSchedule(config.lr_scheduler, t.steps),
                                         config.optimizer.lr, plan.tokens_per_step);
   InstrumentSetup setup(config, folder);
@@ -144,8 +103,7 @@ RunParts::RunParts(const RunContext& run_context)
   setup.args = args;
   setup.step_options = options;
   setup.model = model;
-  setup.sharded = sharded.get();
-  setup.shard_group = sharded ? &sharded->shard_group() : &group;
+  setup.parallel = parallel.get();
   setup.dataset = source->describe();
   setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
   setup.tracer = tracer;

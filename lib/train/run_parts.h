@@ -16,18 +16,16 @@
 #include "data/sources.h"
 #include "data/step_batches.h"
 #include "data/text_encoding.h"
-#include "distributed/hsdp_mesh.h"
 #include "instruments/instrument.h"
 #include "instruments/numerics_trace.h"
 #include "metrics/fingerprint.h"
 #include "model/kernels.h"
 #include "model/llama.h"
 #include "optim/optimizer.h"
-#include "step/fully_sharded_model.h"
-#include "step/gradient_reducer.h"
+#include "parallel/data_parallel.h"
 #include "step/step_engine.h"
 #include "train/checkpointer.h"
-#include "train/data_parallel_plan.h"
+#include "parallel/data_parallel_plan.h"
 #include "train/run_context.h"
 
 namespace titan {
@@ -51,18 +49,13 @@ struct RunParts {
   std::shared_ptr<const TokenSource> source;
   std::unique_ptr<StepBatches> batches;
   Transformer model{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optimizer;  // over the whole model's parameters
-  DataParallelPlan data_parallel;                  // FSDP, HSDP or replication
-  HsdpMesh mesh;  // HSDP's shard and replica groups; empty otherwise (FSDP shards over the world)
-  // FSDP: the model's units, and the optimizer that steps their shards (`optimizer` then keeps
-  // no state); null otherwise.
-  std::unique_ptr<FullyShardedModel> sharded;
-  std::unique_ptr<torch::optim::AdamW> shard_optimizer;
+  // Over the whole model's parameters (under FSDP it keeps no state: `parallel` steps the shards).
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  DataParallelPlan data_parallel;  // FSDP, HSDP or replication
+  std::unique_ptr<DataParallel> parallel;
   ModelKernels kernels;                          // what the model's layers run
   std::vector<std::string> checkpointed_blocks;  // names of the blocks AC wraps
   double token_flops = 0;                        // FLOPs per token (metrics/device_stats.h)
-  std::unique_ptr<GradientReducer> reducer;      // null for one process, and FSDP without
-                                                 // debug.batch_invariant
   std::unique_ptr<StepEngine> engine;
   std::shared_ptr<NumericsTracer> tracer;  // null without numerics.log or an armed rerun check
   std::vector<std::shared_ptr<Instrument>> instruments;  // in the order they are called

@@ -1,5 +1,5 @@
 // Contract in fully_sharded_model.h.
-#include "step/fully_sharded_model.h"
+#include "parallel/fully_sharded_model.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "optim/optimizer.h"
-#include "step/split_checksum.h"
+#include "parallel/split_checksum.h"
 #include "util/hash.h"
 #include "util/stopwatch.h"
 

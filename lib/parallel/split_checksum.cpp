@@ -1,5 +1,5 @@
 // Contract in split_checksum.h.
-#include "step/split_checksum.h"
+#include "parallel/split_checksum.h"
 
 #include <algorithm>
 #include <cstring>

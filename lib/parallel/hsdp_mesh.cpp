@@ -1,5 +1,5 @@
 // Contract in hsdp_mesh.h.
-#include "distributed/hsdp_mesh.h"
+#include "parallel/hsdp_mesh.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 // Contract in sharded_sums.h.
-#include "step/sharded_sums.h"
+#include "parallel/sharded_sums.h"
 
 #include <stdexcept>
 
-#include "step/pairwise_sum.h"
+#include "parallel/pairwise_sum.h"
 
 namespace titan {
 

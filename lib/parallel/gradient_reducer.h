@@ -40,6 +40,9 @@ class GradientReducer {
   // The calls to reduce() since the start, and their wall time (waits for slower ranks
   // included).
   const CostMeter& cost() const { return cost_; }
+  // The end-of-run log's line on that cost over `steps` steps that took `seconds` (without
+  // "[titan] "); none before the first reduce().
+  std::vector<std::string> cost_lines(int64_t steps, double seconds) const;
 
  private:
   ProcessGroup& group_;

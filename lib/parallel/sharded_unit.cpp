@@ -1,5 +1,5 @@
 // Contract in sharded_unit.h.
-#include "distributed/sharded_unit.h"
+#include "parallel/sharded_unit.h"
 
 #include <fmt/format.h>
 #include <torch/csrc/autograd/function.h>
@@ -8,7 +8,7 @@
 
 #include <functional>
 
-#include "distributed/param_storage.h"
+#include "parallel/param_storage.h"
 #include "util/stopwatch.h"
 
 namespace titan {

@@ -1,5 +1,5 @@
 // Contract in data_parallel_plan.h.
-#include "train/data_parallel_plan.h"
+#include "parallel/data_parallel_plan.h"
 
 namespace titan {
 namespace {
@@ -25,6 +25,11 @@ DataParallelPlan data_parallel_plan(const Config& config, int64_t world) {
   plan.replicated_because = needs_whole_model(config);
   plan.fsdp = plan.replicated_because.empty();
   return plan;
+}
+
+RowShare DataParallelPlan::optimizer_rows(int64_t rank) const {
+  if (!fsdp) return RowShare();
+  return RowShare{rank % shard, shard};
 }
 
 }  // namespace titan

@@ -1,11 +1,11 @@
-#include "step/gradient_reducer.h"
+#include "parallel/gradient_reducer.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <memory>
 
-#include "step/pairwise_sum.h"
+#include "parallel/pairwise_sum.h"
 #include "util/error.h"
 #include "util/stopwatch.h"
 
@@ -101,6 +101,15 @@ void GradientReducer::reduce_in_rank_order(at::Tensor& loss_sum, const std::stri
     param.mutable_grad() = total[0].narrow(0, offset, n).view(param.sizes()).clone();
     offset += n;
   }
+}
+
+std::vector<std::string> GradientReducer::cost_lines(int64_t steps, double seconds) const {
+  if (cost_.count == 0) return {};
+  return {fmt::format(
+      "gradient all-reduce: mean {:.1f} ms per step, {:.1f}% of the step time "
+      "({:.1f} MiB in {} bucket{}, after the backward; waits for slower ranks included)",
+      1e3 * cost_.per_count(), 100.0 * cost_.per_count() * static_cast<double>(steps) / seconds,
+      static_cast<double>(bytes_) / (1 << 20), buckets(), buckets() == 1 ? "" : "s")};
 }
 
 }  // namespace titan

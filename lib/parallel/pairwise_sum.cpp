@@ -1,4 +1,4 @@
-#include "step/pairwise_sum.h"
+#include "parallel/pairwise_sum.h"
 
 #include <stdexcept>
 #include <utility>

@@ -1,5 +1,5 @@
 // Contract in param_storage.h.
-#include "distributed/param_storage.h"
+#include "parallel/param_storage.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>

@@ -22,7 +22,8 @@
 #include "checkpoint/sharded_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "distributed/process_group.h"
-#include "distributed/sharded_unit.h"
+#include "parallel/data_parallel.h"
+#include "parallel/sharded_unit.h"
 #include "model/llama.h"
 
 namespace titan {
@@ -34,13 +35,6 @@ enum class ReshardAfterForward {
   kNever,    // every unit kept gathered from its forward to its backward
 };
 ReshardAfterForward reshard_after_forward_of(const std::string& key_value);
-
-// One parameter's piece on this rank: its real rows (padding left out) of the shard.
-struct LocalPiece {
-  std::string name;  // the model's ("layers.0.attention.wq.weight")
-  at::Tensor value;  // a view of the shard
-  at::Tensor grad;   // a view of the shard's gradient; undefined while it has none
-};
 
 class FullyShardedModel {
  public:
@@ -98,7 +92,6 @@ class FullyShardedModel {
   // Every parameter's full gradient (zeros where it has none) in the order the backward produces
   // them (the model's order reversed), one unit's gathered at a time: visit(name, gradient), the
   // gradient valid during the call only (collective: every rank calls it).
-  using GradientVisitor = std::function<void(const std::string& name, const at::Tensor& grad)>;
   void visit_full_gradients_backward(const GradientVisitor& visit);
   // What the model's state is on this rank, for snapshots (the rerun check): the shards, then
   // the model's buffers.
@@ -118,7 +111,8 @@ class FullyShardedModel {
   void take_optimizer_rows(const std::vector<std::optional<AdamWParamSnapshot>>& rows,
                            torch::optim::AdamW& sharded);
 
-  // This rank's pieces of every parameter, in the model's order.
+  // This rank's pieces of every parameter (its real rows of the shard, padding left out), in the
+  // model's order.
   std::vector<LocalPiece> local_pieces() const;
 
   // The bytes of the largest unit's full parameters: what a rank holds gathered at once.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "checkpoint/sharded_checkpoint.h"
 #include "config/config.h"
 
 namespace titan {
@@ -23,6 +24,11 @@ struct DataParallelPlan {
   std::string replicated_because;
 
   bool hsdp() const { return fsdp && replicate > 1; }
+  // The ranks the model state is split over (1: every rank holds it whole).
+  int64_t state_shards() const { return fsdp ? shard : 1; }
+  // The rows of the AdamW state a resume loads on `rank`: its place in its shard group under
+  // FSDP (no rank builds the whole moments), all of them otherwise.
+  RowShare optimizer_rows(int64_t rank) const;
 };
 
 // Requires: the degrees passed check_parallelism and data_parallel_degree for `world`.

@@ -1,0 +1,153 @@
+// Contract in full_sharding.h.
+#include "parallel/full_sharding.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "optim/optimizer.h"
+#include "util/malloc_tuning.h"
+
+namespace titan {
+
+FullSharding::FullSharding(const DataParallelSetup& setup,
+                           const std::vector<std::optional<AdamWParamSnapshot>>& resumed_rows)
+    : world_(setup.world),
+      plan_(setup.plan),
+      reshard_after_forward_(setup.config.parallelism.fsdp_reshard_after_forward),
+      params_(setup.params),
+      whole_optimizer_(setup.whole_optimizer) {
+  const Config& config = setup.config;
+  // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
+  const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
+  if (plan_.hsdp()) mesh_ = make_hsdp_mesh(world_, plan_.replicate, plan_.shard);
+  sharded_ = std::make_unique<FullyShardedModel>(
+      setup.model, mesh_.shard ? *mesh_.shard : world_,
+      reshard_after_forward_of(reshard_after_forward_), !(prefetch && std::string(prefetch) == "0"),
+      mesh_.replica.get());
+  if (config.training.mixed_precision_reduce == "bfloat16")
+    sharded_->set_reduce_dtype(at::kBFloat16);
+  // Under bf16 autocast the units are gathered in bfloat16 (FSDP's param_dtype); a
+  // batch-invariant run gathers them exact, as replication computes from float32 weights.
+  if (setup.autocast_bf16 && !config.debug.batch_invariant)
+    sharded_->set_param_dtype(at::kBFloat16);
+  // batch_invariant's rank-ordered sum is taken whole (it holds world x the gradients anyway),
+  // and each rank keeps its rows; otherwise the backward reduce-scatters.
+  sharded_->set_reduce_in_backward(!config.debug.batch_invariant);
+  shard_optimizer_ = build_optimizer(sharded_->shards(), config.optimizer);
+  sharded_->take_optimizer_rows(resumed_rows, *shard_optimizer_);  // a resume's moments
+  return_free_heap_to_kernel();  // the whole model each rank built is freed
+  if (config.debug.batch_invariant) {
+    reducer_ = std::make_unique<GradientReducer>(world_, params_, kGradientBucketBytes, true);
+  }
+}
+
+void FullSharding::sum_over_ranks(at::Tensor& tensor, const std::string& what) {
+  world_.all_reduce_sum(tensor, what);
+}
+
+void FullSharding::reduce_gradients(at::Tensor& loss_sum, int64_t step) {
+  if (!reducer_) {  // the backward reduce-scattered the gradients within the shard group already
+    world_.all_reduce_sum(loss_sum, fmt::format("step {}'s loss", step));
+    sharded_->sum_over_replicas(step);
+    return;
+  }
+  reducer_->reduce(loss_sum, step);
+  // The full gradients' rows of this rank into its shards; the full ones kept for the norm.
+  for (const auto& p : params_) full_grads_.push_back(p.grad());
+  sharded_->scatter_gradients(full_grads_);
+  drop_gradients(params_);
+}
+
+// The norm of the gradients over all ranks' shards (each rank's squares summed over the shard
+// group: under HSDP the replicas hold the same shards), and each shard's gradient scaled by it.
+// Under batch_invariant the norm is that of the full gradients, so that it and the coefficient
+// are bit for bit replication's.
+double FullSharding::clip_gradients(double max_norm, GradNormAccumulate accumulate) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> shard_grads;
+  for (const auto& shard : sharded_->shards()) shard_grads.push_back(shard.grad());
+  at::Tensor norm;
+  if (!full_grads_.empty()) {
+    norm = gradient_norm_tensor(full_grads_, accumulate);
+  } else {
+    const bool float32 = accumulate == GradNormAccumulate::kFloat32;
+    at::Tensor squares = at::zeros(
+        {}, at::TensorOptions().dtype(at::kDouble).device(shard_grads.front().device()));
+    for (const auto& g : shard_grads) {
+      if (!g.defined()) continue;
+      const at::Tensor n =
+          float32 ? g.norm(2) : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble);
+      squares += n.to(at::kDouble).square();
+    }
+    sharded_->shard_group().all_reduce_sum(squares, "the gradients' squared norm");
+    norm = float32 ? squares.sqrt().to(shard_grads.front().scalar_type()) : squares.sqrt();
+  }
+  const double total = norm.item<double>();
+  clip_with_norm(shard_grads, norm, max_norm, accumulate);
+  full_grads_.clear();
+  return total;
+}
+
+Snapshot FullSharding::snapshot(const TrainState& state) {
+  return take_snapshot(sharded_->snapshot_tensors(), *shard_optimizer_, state);
+}
+
+void FullSharding::restore(const Snapshot& snapshot) {
+  restore_snapshot(snapshot, sharded_->snapshot_tensors(), *shard_optimizer_);
+}
+
+std::function<void(const GradientVisitor&)> FullSharding::gradient_source() {
+  return [this](const GradientVisitor& visit) { sharded_->visit_full_gradients_backward(visit); };
+}
+
+ShardedSaves FullSharding::checkpoint_saves() {
+  ShardedSaves saves;
+  saves.shard = [this] { return sharded_->checkpoint_shard(*shard_optimizer_); };
+  saves.writes = !mesh_.replica || mesh_.replica->rank() == 0;  // one replica writes the shards
+  saves.shards = plan_.shard;
+  saves.replicas = plan_.hsdp() ? plan_.replicate : 1;
+  saves.gather = [this] { sharded_->gather_parameters(); };
+  saves.release = [this] { sharded_->release_whole(whole_optimizer_); };
+  return saves;
+}
+
+std::string FullSharding::describe() const {
+  const std::string hsdp =
+      plan_.hsdp() ? fmt::format("HSDP: {} replicas of {} shards; within each, ", plan_.replicate,
+                                 plan_.shard)
+                   : "";
+  const std::string replicas = plan_.hsdp() && !reducer_ ? ", then summed over the replicas" : "";
+  return fmt::format(
+      "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
+      "MiB gathered{}{}, reshard_after_forward {}{}{}",
+      hsdp, sharded_->units(), static_cast<double>(sharded_->largest_unit_bytes()) / (1 << 20),
+      sharded_->param_dtype() == at::kFloat ? "" : " in bfloat16",
+      sharded_->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
+      reshard_after_forward_,
+      reducer_ ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
+                             "bucket(s), then keeps each rank's rows",
+                             reducer_->buckets())
+               : fmt::format("; gradients reduce-scattered{} as each unit's backward ends",
+                             sharded_->reduce_dtype() == at::kFloat ? "" : " in bfloat16"),
+      replicas);
+}
+
+std::vector<std::string> FullSharding::cost_lines(int64_t steps, double seconds) const {
+  std::vector<std::string> out;
+  if (reducer_) out = reducer_->cost_lines(steps, seconds);
+  const auto waits = sharded_->collective_seconds();
+  const double n = static_cast<double>(steps);
+  out.push_back(fmt::format(
+      "FSDP: all-gather waits {:.1f} ms per step ({}), reduce-scatters {:.1f} ms per "
+      "step; {:.1f}% of the step time in all",
+      1e3 * waits.gather_wait / n, sharded_->prefetches() ? "prefetched" : "no prefetch",
+      1e3 * waits.reduce_scatter / n, 100.0 * (waits.gather_wait + waits.reduce_scatter) / seconds));
+  if (plan_.hsdp()) {
+    out.push_back(fmt::format("HSDP: gradient sums over the replicas {:.1f} ms per step",
+                              1e3 * sharded_->replica_sum_seconds() / n));
+  }
+  return out;
+}
+
+}  // namespace titan

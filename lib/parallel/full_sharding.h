@@ -1,0 +1,59 @@
+// Full sharding: FSDP over the world, or HSDP (FSDP within each shard group of the mesh, the
+// shards' gradients then summed over the replicas). Each rank holds its shards of the parameters,
+// gradients and AdamW state (FullyShardedModel). Under debug.batch_invariant the gradients are
+// summed rank-ordered whole (GradientReducer), and each rank keeps its rows of the sum.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/data_parallel.h"
+#include "parallel/fully_sharded_model.h"
+#include "parallel/gradient_reducer.h"
+#include "parallel/hsdp_mesh.h"
+
+namespace titan {
+
+class FullSharding : public DataParallel {
+ public:
+  // Requires: setup.plan.fsdp; the model holds its starting parameters on every rank (collective:
+  // every rank builds it). Releases the model's parameters: each rank keeps its shards.
+  FullSharding(const DataParallelSetup& setup,
+               const std::vector<std::optional<AdamWParamSnapshot>>& resumed_rows);
+
+  int64_t ranks() const override { return world_.size(); }
+  int64_t rank() const override { return world_.rank(); }
+  void sum_over_ranks(at::Tensor& tensor, const std::string& what) override;
+  torch::optim::AdamW& optimizer() override { return *shard_optimizer_; }
+  void reduce_gradients(at::Tensor& loss_sum, int64_t step) override;
+  double clip_gradients(double max_norm, GradNormAccumulate accumulate) override;
+  uint64_t params_checksum() override { return sharded_->params_checksum(); }
+  uint64_t gradients_checksum() override { return sharded_->gradients_checksum(); }
+  Snapshot snapshot(const TrainState& state) override;
+  void restore(const Snapshot& snapshot) override;
+  std::vector<LocalPiece> local_pieces() const override { return sharded_->local_pieces(); }
+  ProcessGroup* pieces_split_over() const override { return &sharded_->shard_group(); }
+  std::function<void(const GradientVisitor&)> gradient_source() override;
+  ShardedSaves checkpoint_saves() override;
+  std::string describe() const override;
+  std::vector<std::string> cost_lines(int64_t steps, double seconds) const override;
+
+ private:
+  ProcessGroup& world_;
+  DataParallelPlan plan_;
+  std::string reshard_after_forward_;  // the key's value, for the start-up log
+  std::vector<at::Tensor> params_;     // the model's (they hold memory only while gathered)
+  torch::optim::AdamW& whole_optimizer_;
+  HsdpMesh mesh_;  // HSDP's shard and replica groups; empty under FSDP (it shards over the world)
+  std::unique_ptr<FullyShardedModel> sharded_;
+  std::unique_ptr<torch::optim::AdamW> shard_optimizer_;
+  // debug.batch_invariant: the rank-ordered sum of the full gradients; null otherwise (the
+  // backward reduce-scatters them).
+  std::unique_ptr<GradientReducer> reducer_;
+  // Under batch_invariant, from reduce_gradients to clip_gradients: the full gradients summed
+  // over the ranks (their norm is replication's bit for bit).
+  std::vector<at::Tensor> full_grads_;
+};
+
+}  // namespace titan
