@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 constexpr const char* kTraceMagic = "# titan-train capture trace v1";
 constexpr const char* kManifestMagic = "titan-train capture";
 // The files a capture holds beside state/ and its manifest, each read whole.
-const char* const kCaptureFiles[] = {"batch.safetensors", "config.toml", "machine.txt",
-                                     "trace.txt"};
+const CaptureFile kCaptureFiles[] = {CaptureFile::kBatch, CaptureFile::kConfig,
+                                     CaptureFile::kMachine, CaptureFile::kTrace};
 constexpr uint64_t kMaxCaptureFileBytes = uint64_t(1) << 30;
 
 std::string hex(double v) { return fmt::format("{:a}", v); }
@@ -53,6 +53,28 @@ bool parse_hex64(const std::string& text, uint64_t& value) {
 std::string major_of(const std::string& version) { return version.substr(0, version.find('.')); }
 
 }  // namespace
+
+const char* capture_file_name(CaptureFile file) {
+  switch (file) {
+    case CaptureFile::kState:
+      return "state";
+    case CaptureFile::kBatch:
+      return "batch.safetensors";
+    case CaptureFile::kTrace:
+      return "trace.txt";
+    case CaptureFile::kMachine:
+      return "machine.txt";
+    case CaptureFile::kConfig:
+      return "config.toml";
+    case CaptureFile::kManifest:
+      return "manifest.txt";
+  }
+  return "";
+}
+
+std::string capture_path(const std::string& capture, CaptureFile file) {
+  return capture + "/" + capture_file_name(file);
+}
 
 CaptureRecord capture_record_of(const PrecisionReport& report) {
   CaptureRecord c;
@@ -214,16 +236,17 @@ std::string capture_folder_name(int64_t step) { return fmt::format("step{}", ste
 void write_capture_manifest(const std::string& folder, int64_t step) {
   std::string out = fmt::format("{} {}\ntitan_train_version {}\nstep {}\n", kManifestMagic,
                                 kCaptureFormat, TITAN_VERSION, step);
-  for (const char* name : kCaptureFiles) {
-    const std::string bytes = read_file(folder + "/" + name, kMaxCaptureFileBytes);
+  for (const CaptureFile file : kCaptureFiles) {
+    const char* name = capture_file_name(file);
+    const std::string bytes = read_file(capture_path(folder, file), kMaxCaptureFileBytes);
     out += fmt::format("file {} {} {:016x}\n", name, bytes.size(),
                        hash_bytes(bytes.data(), bytes.size()));
   }
-  write_file_atomically(folder + "/manifest.txt", out);
+  write_file_atomically(capture_path(folder, CaptureFile::kManifest), out);
 }
 
 CaptureManifest check_capture_folder(const std::string& folder) {
-  const std::string manifest_path = folder + "/manifest.txt";
+  const std::string manifest_path = capture_path(folder, CaptureFile::kManifest);
   const std::string hint = "a capture is copied whole: copy <dump_folder>/capture/step<N>/ again";
   std::string text;
   try {
@@ -290,7 +313,8 @@ CaptureManifest check_capture_folder(const std::string& folder) {
   }
   if (m.titan_version.empty() || !have_step)
     throw ConfigError(manifest_path, "has no titan_train_version or step line", hint);
-  for (const char* name : kCaptureFiles) {
+  for (const CaptureFile file : kCaptureFiles) {
+    const char* name = capture_file_name(file);
     if (!listed.count(name))
       throw ConfigError(manifest_path, fmt::format("does not list {}", name), hint);
   }

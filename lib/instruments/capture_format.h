@@ -26,6 +26,13 @@ namespace titan {
 
 constexpr int kCaptureFormat = 1;
 
+// The files (and the state folder) of a capture, spelled here only: the writer, the manifest and
+// the reader name them through capture_path.
+enum class CaptureFile { kState, kBatch, kTrace, kMachine, kConfig, kManifest };
+const char* capture_file_name(CaptureFile file);  // "state", "batch.safetensors", ...
+// `capture`/<the file's name>.
+std::string capture_path(const std::string& capture, CaptureFile file);
+
 struct CapturedOp {
   int64_t micro_batch = 0;
   int64_t block = 0;

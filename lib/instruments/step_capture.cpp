@@ -74,8 +74,8 @@ void StepCapture::write_state(StepContext& context) {
   CheckpointContents contents = full_checkpoint(*target.model, *optimizer, context.engine.state());
   contents.config_hash = config_hash(run_config_);
   contents.config_toml = to_toml(run_config_);
-  save_checkpoint(temp_ + "/state", contents);
-  HashedFileWriter batch(temp_ + "/batch.safetensors");
+  save_checkpoint(capture_path(temp_, CaptureFile::kState), contents);
+  HashedFileWriter batch(capture_path(temp_, CaptureFile::kBatch));
   write_safetensors(batch, batch_tensors(context.batches), {});
   batch.finish();
 }
@@ -105,9 +105,9 @@ void StepCapture::after_step(StepContext& context, StepOutcome& outcome) {
   try {
     const PrecisionReport report =
         probe_.attribute(context.step, *kept_, context.batches, &outcome);
-    write_file_atomically(temp_ + "/trace.txt", format_capture_record(capture_record_of(report)));
-    write_file_atomically(temp_ + "/machine.txt", machine_());
-    write_file_atomically(temp_ + "/config.toml", to_toml(run_config_));
+    write_file_atomically(capture_path(temp_, CaptureFile::kTrace), format_capture_record(capture_record_of(report)));
+    write_file_atomically(capture_path(temp_, CaptureFile::kMachine), machine_());
+    write_file_atomically(capture_path(temp_, CaptureFile::kConfig), to_toml(run_config_));
     write_capture_manifest(temp_, context.step);
     fsync_folder(temp_);
     if (std::rename(temp_.c_str(), folder.c_str()) != 0) {

@@ -29,7 +29,7 @@ constexpr uint64_t kMaxBatchBytes = uint64_t(1) << 30;
 // (the one the capture's machine.txt compares with).
 Config replay_config(const ReplayRequest& request, uint64_t& hash) {
   Config config;
-  const std::string path = request.capture + "/config.toml";
+  const std::string path = capture_path(request.capture, CaptureFile::kConfig);
   apply_toml(config, read_file(path, kMaxTextFileBytes), path);
   for (const auto& [name, value] : request.overrides) apply_override(config, name, value);
   if (request.device) apply_override(config, "training.device", *request.device);
@@ -51,7 +51,7 @@ Config replay_config(const ReplayRequest& request, uint64_t& hash) {
 // The state before the step: the parameters of the captured checkpoint and its RNG.
 PrecisionProbe::KeptState captured_state(const std::string& capture, const ModelArgs& args) {
   std::vector<std::string> warnings;
-  const std::string state = capture + "/state";
+  const std::string state = capture_path(capture, CaptureFile::kState);
   CheckpointContents contents;
   try {
     contents = load_checkpoint(resolve_step_folder(state, warnings));
@@ -84,11 +84,11 @@ ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
                             std::shared_ptr<BlockOutputHook> hook) {
   const CaptureManifest manifest = check_capture_folder(request.capture);
   const CaptureRecord captured = parse_capture_record(
-      read_file(request.capture + "/trace.txt", kMaxLogFileBytes), request.capture + "/trace.txt");
-  const std::string machine_path = request.capture + "/machine.txt";
+      read_file(capture_path(request.capture, CaptureFile::kTrace), kMaxLogFileBytes), capture_path(request.capture, CaptureFile::kTrace));
+  const std::string machine_path = capture_path(request.capture, CaptureFile::kMachine);
   const auto capture_machine =
       parse_machine_description(read_file(machine_path, kMaxTextFileBytes), machine_path);
-  const std::string batch_path = request.capture + "/batch.safetensors";
+  const std::string batch_path = capture_path(request.capture, CaptureFile::kBatch);
   SafetensorsContents batch_file;
   try {
     batch_file = parse_safetensors(read_file(batch_path, kMaxBatchBytes), batch_path);
@@ -97,7 +97,7 @@ ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
   }
   std::vector<Batch> batches = batches_of(batch_file.tensors, batch_path);
   if (captured.step != manifest.step) {
-    throw ConfigError(request.capture + "/trace.txt",
+    throw ConfigError(capture_path(request.capture, CaptureFile::kTrace),
                       fmt::format("is step {}; the manifest says {}", captured.step, manifest.step),
                       "the capture is damaged: capture the step again");
   }
