@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "data/tiktoken_file.h"
-#include "data/tokenizer_loader.h"
+#include "tokenizer/tiktoken_file.h"
+#include "tokenizer/tokenizer_loader.h"
 #include "util/error.h"
 #include "util/files.h"
 

@@ -7,8 +7,8 @@
 #include "data/loader.h"
 #include "data/sources.h"
 #include "data/synthetic_text.h"
-#include "data/tokenizer.h"
 #include "test_util.h"
+#include "tokenizer/byte_tokenizer.h"
 #include "util/error.h"
 
 using namespace titan;

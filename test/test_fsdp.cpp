@@ -18,11 +18,11 @@
 #include "catch_torch.h"
 #include "config/config.h"
 #include "model/llama.h"
+#include "parallel/data_parallel_plan.h"
 #include "parallel/fully_sharded_model.h"
 #include "parallel/split_checksum.h"
 #include "test_ranks.h"
 #include "test_util.h"
-#include "parallel/data_parallel_plan.h"
 #include "util/hash.h"
 
 namespace titan {

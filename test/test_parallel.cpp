@@ -17,9 +17,9 @@ namespace titan {
 namespace {
 
 // One batch-invariant train step of the tiny model (the same weights on every rank, each rank its
-// own batch) on the strategy `plan` names; returns the parameters' checksum after it (as its two
-// 32-bit halves), the gradient norm, the number of this rank's pieces, their elements and whether
-// they are split over a group of every rank.
+// own batch) on replication or (`fsdp`) full sharding; returns the parameters' checksum after it
+// (as its two 32-bit halves), the gradient norm, the number of this rank's pieces, their elements
+// and whether they are split over a group of every rank.
 test::RankOutputs step_on(ProcessGroup& group, bool fsdp) {
   const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
   Transformer model(args);
@@ -62,19 +62,20 @@ test::RankOutputs step_on(ProcessGroup& group, bool fsdp) {
   const auto pieces = parallel->local_pieces();
   for (const auto& piece : pieces) elements += piece.value.numel();
   ProcessGroup* split = parallel->pieces_split_over();
-  return {at::tensor({static_cast<int64_t>(checksum >> 32), static_cast<int64_t>(checksum & 0xffffffffu),
-                      static_cast<int64_t>(pieces.size()), elements,
-                      split ? split->size() : int64_t{0}}),
+  return {at::tensor(
+              {static_cast<int64_t>(checksum >> 32), static_cast<int64_t>(checksum & 0xffffffffu),
+               static_cast<int64_t>(pieces.size()), elements, split ? split->size() : int64_t{0}}),
           at::tensor(out.grad_norm, at::kDouble)};
 }
 
 TEST_CASE(
     "parallel: a batch-invariant step through the DataParallel interface leaves the same "
-    "parameters and grad_norm on replication and full sharding; full sharding's pieces are "
+    "parameters and grad_norm on replication and full sharding, whose pieces are "
     "this rank's half, split over both ranks",
     "[distributed]") {
   const int64_t world = 2;
-  const auto replicated = test::on_gloo_ranks(world, [](ProcessGroup& g) { return step_on(g, false); });
+  const auto replicated =
+      test::on_gloo_ranks(world, [](ProcessGroup& g) { return step_on(g, false); });
   const auto sharded = test::on_gloo_ranks(world, [](ProcessGroup& g) { return step_on(g, true); });
   for (int64_t r = 0; r < world; ++r) {
     INFO("rank " << r);
@@ -85,7 +86,7 @@ TEST_CASE(
     CHECK(rep[2].item<int64_t>() == fs[2].item<int64_t>());  // a piece of every parameter
     // Whole parameters, and half of them: the tiny model's rows divide by 2, with no padding.
     CHECK(fs[3].item<int64_t>() * world == rep[3].item<int64_t>());
-    CHECK(rep[4].item<int64_t>() == 0);                      // not split
+    CHECK(rep[4].item<int64_t>() == 0);  // not split
     CHECK(fs[4].item<int64_t>() == world);
   }
   // The two ranks agree with each other too (the same model after the step).

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "catch_torch.h"
-#include "parallel/hsdp_mesh.h"
 #include "distributed/process_group.h"
+#include "parallel/hsdp_mesh.h"
 #include "test_ranks.h"
 #include "util/error.h"
 

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "catch_torch.h"
-#include "data/tokenizer_loader.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer_loader.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/utf8.h"

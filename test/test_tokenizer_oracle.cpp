@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "catch_torch.h"
-#include "data/tiktoken_file.h"
-#include "data/tokenizer_loader.h"
+#include "tokenizer/tiktoken_file.h"
+#include "tokenizer/tokenizer_loader.h"
 #include "util/files.h"
 
 using namespace titan;

@@ -14,7 +14,7 @@
 #include "data/c4_source.h"
 #include "data/data_files.h"
 #include "data/synthetic_text.h"
-#include "data/tokenizer.h"
+#include "tokenizer/byte_tokenizer.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/memory_limit.h"

@@ -40,7 +40,7 @@ class TextEncoder {
   virtual std::string describe() const = 0;  // for the start-up log
 };
 
-// Byte values as ids, BOS 256, EOS 257 (data/tokenizer.h).
+// Byte values as ids, BOS 256, EOS 257 (tokenizer/byte_tokenizer.h).
 std::shared_ptr<const TextEncoder> byte_encoder();
 
 // What a source reads: training.dataset's keys, or validation's.

@@ -1,4 +1,4 @@
-// How text datasets become tokens: model.hf_assets_path's tokenizer (data/tokenizer_loader.h),
+// How text datasets become tokens: model.hf_assets_path's tokenizer (tokenizer/tokenizer_loader.h),
 // each document encoded with the BOS and EOS it adds, as torchtitan's text datasets do; or bytes
 // (256 byte values, BOS 256, EOS 257) when there is no tokenizer to read.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "config/config.h"
 #include "data/sources.h"
-#include "data/tokenizer_loader.h"
+#include "tokenizer/tokenizer_loader.h"
 
 namespace titan {
 

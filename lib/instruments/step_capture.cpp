@@ -105,7 +105,8 @@ void StepCapture::after_step(StepContext& context, StepOutcome& outcome) {
   try {
     const PrecisionReport report =
         probe_.attribute(context.step, *kept_, context.batches, &outcome);
-    write_file_atomically(capture_path(temp_, CaptureFile::kTrace), format_capture_record(capture_record_of(report)));
+    write_file_atomically(capture_path(temp_, CaptureFile::kTrace),
+                          format_capture_record(capture_record_of(report)));
     write_file_atomically(capture_path(temp_, CaptureFile::kMachine), machine_());
     write_file_atomically(capture_path(temp_, CaptureFile::kConfig), to_toml(run_config_));
     write_capture_manifest(temp_, context.step);

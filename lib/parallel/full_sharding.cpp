@@ -21,10 +21,10 @@ FullSharding::FullSharding(const DataParallelSetup& setup,
   // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
   const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
   if (plan_.hsdp()) mesh_ = make_hsdp_mesh(world_, plan_.replicate, plan_.shard);
-  sharded_ = std::make_unique<FullyShardedModel>(
-      setup.model, mesh_.shard ? *mesh_.shard : world_,
-      reshard_after_forward_of(reshard_after_forward_), !(prefetch && std::string(prefetch) == "0"),
-      mesh_.replica.get());
+  sharded_ = std::make_unique<FullyShardedModel>(setup.model, mesh_.shard ? *mesh_.shard : world_,
+                                                 reshard_after_forward_of(reshard_after_forward_),
+                                                 !(prefetch && std::string(prefetch) == "0"),
+                                                 mesh_.replica.get());
   if (config.training.mixed_precision_reduce == "bfloat16")
     sharded_->set_reduce_dtype(at::kBFloat16);
   // Under bf16 autocast the units are gathered in bfloat16 (FSDP's param_dtype); a
@@ -72,8 +72,8 @@ double FullSharding::clip_gradients(double max_norm, GradNormAccumulate accumula
     norm = gradient_norm_tensor(full_grads_, accumulate);
   } else {
     const bool float32 = accumulate == GradNormAccumulate::kFloat32;
-    at::Tensor squares = at::zeros(
-        {}, at::TensorOptions().dtype(at::kDouble).device(shard_grads.front().device()));
+    at::Tensor squares =
+        at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(shard_grads.front().device()));
     for (const auto& g : shard_grads) {
       if (!g.defined()) continue;
       const at::Tensor n =
@@ -113,10 +113,10 @@ ShardedSaves FullSharding::checkpoint_saves() {
 }
 
 std::string FullSharding::describe() const {
-  const std::string hsdp =
-      plan_.hsdp() ? fmt::format("HSDP: {} replicas of {} shards; within each, ", plan_.replicate,
-                                 plan_.shard)
-                   : "";
+  const std::string hsdp = plan_.hsdp()
+                               ? fmt::format("HSDP: {} replicas of {} shards; within each, ",
+                                             plan_.replicate, plan_.shard)
+                               : "";
   const std::string replicas = plan_.hsdp() && !reducer_ ? ", then summed over the replicas" : "";
   return fmt::format(
       "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
@@ -142,7 +142,8 @@ std::vector<std::string> FullSharding::cost_lines(int64_t steps, double seconds)
       "FSDP: all-gather waits {:.1f} ms per step ({}), reduce-scatters {:.1f} ms per "
       "step; {:.1f}% of the step time in all",
       1e3 * waits.gather_wait / n, sharded_->prefetches() ? "prefetched" : "no prefetch",
-      1e3 * waits.reduce_scatter / n, 100.0 * (waits.gather_wait + waits.reduce_scatter) / seconds));
+      1e3 * waits.reduce_scatter / n,
+      100.0 * (waits.gather_wait + waits.reduce_scatter) / seconds));
   if (plan_.hsdp()) {
     out.push_back(fmt::format("HSDP: gradient sums over the replicas {:.1f} ms per step",
                               1e3 * sharded_->replica_sum_seconds() / n));

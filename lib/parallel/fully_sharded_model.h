@@ -22,9 +22,9 @@
 #include "checkpoint/sharded_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "distributed/process_group.h"
+#include "model/llama.h"
 #include "parallel/data_parallel.h"
 #include "parallel/sharded_unit.h"
-#include "model/llama.h"
 
 namespace titan {
 

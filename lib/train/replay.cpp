@@ -84,7 +84,8 @@ ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
                             std::shared_ptr<BlockOutputHook> hook) {
   const CaptureManifest manifest = check_capture_folder(request.capture);
   const CaptureRecord captured = parse_capture_record(
-      read_file(capture_path(request.capture, CaptureFile::kTrace), kMaxLogFileBytes), capture_path(request.capture, CaptureFile::kTrace));
+      read_file(capture_path(request.capture, CaptureFile::kTrace), kMaxLogFileBytes),
+      capture_path(request.capture, CaptureFile::kTrace));
   const std::string machine_path = capture_path(request.capture, CaptureFile::kMachine);
   const auto capture_machine =
       parse_machine_description(read_file(machine_path, kMaxTextFileBytes), machine_path);

@@ -82,10 +82,9 @@ RunParts::RunParts(const RunContext& run_context)
   start = checkpointer->resume_or_initialize();
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
-  parallel = make_data_parallel(
-      DataParallelSetup{config, data_parallel, group, model, params, *optimizer,
-                        options.autocast_bf16},
-      start.optimizer_rows);
+  parallel = make_data_parallel(DataParallelSetup{config, data_parallel, group, model, params,
+                                                  *optimizer, options.autocast_bf16},
+                                start.optimizer_rows);
   start.optimizer_rows.clear();
   checkpointer->set_sharded(parallel->checkpoint_saves());
   if (tracer) tracer->set_gradient_source(parallel->gradient_source());

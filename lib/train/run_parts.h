@@ -23,9 +23,9 @@
 #include "model/llama.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/data_parallel_plan.h"
 #include "step/step_engine.h"
 #include "train/checkpointer.h"
-#include "parallel/data_parallel_plan.h"
 #include "train/run_context.h"
 
 namespace titan {

@@ -1,7 +1,7 @@
-// Writes lib/data/unicode_tables.inc: for each Unicode property the tokenizer's regexes use, the
+// Writes lib/tokenizer/unicode_tables.inc: for each Unicode property the tokenizer's regexes use, the
 // code point ranges that Hugging Face tokenizers' regex engine (Oniguruma, inside the `tokenizers`
 // package) puts in it. That engine and tiktoken's agree on Unicode 16.0; Debian's PCRE2 carries
-// older tables, so lib/data/regex.cpp uses these ranges to bring PCRE2's classes up to date.
+// older tables, so lib/tokenizer/regex.cpp uses these ranges to bring PCRE2's classes up to date.
 //
 // Run by hand after changing the `tokenizers` version: node test/oracles/gen_unicode_tables.js
 'use strict';
@@ -111,6 +111,6 @@ for (const [p, r] of Object.entries(rust)) {
   text += '};\n';
 }
 text += `constexpr UnicodeTable kUnicodeTables[] = {\n    ${names.join(',\n    ')}};\n`;
-const out = path.join(__dirname, '..', '..', 'lib', 'data', 'unicode_tables.inc');
+const out = path.join(__dirname, '..', '..', 'lib', 'tokenizer', 'unicode_tables.inc');
 fs.writeFileSync(out, text);
 console.log(`wrote ${out}`);

@@ -7,7 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "data/components.h"
+#include "tokenizer/pipeline_stages.h"
 
 namespace titan {
 

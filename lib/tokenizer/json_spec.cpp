@@ -1,4 +1,4 @@
-#include "data/json_spec.h"
+#include "tokenizer/json_spec.h"
 
 #include <fmt/format.h>
 
@@ -59,7 +59,7 @@ void unsupported_component(const std::string& kind, const std::string& type,
   throw ConfigError(
       where, fmt::format("the {} \"{}\" is not implemented by titan-train's tokenizer", kind, type),
       "titan-train reproduces Hugging Face tokenizers exactly or refuses the file; "
-      "lib/data/tokenizer_loader.h lists the components it implements");
+      "lib/tokenizer/tokenizer_loader.h lists the components it implements");
 }
 
 }  // namespace titan

@@ -1,10 +1,10 @@
-#include "data/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 #include <fmt/format.h>
 
 #include <unordered_map>
 
-#include "data/bpe.h"
+#include "tokenizer/bpe.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "data/added_vocab.h"
-#include "data/components.h"
-#include "data/tokenizer_loader.h"
+#include "tokenizer/added_vocab.h"
+#include "tokenizer/pipeline_stages.h"
+#include "tokenizer/tokenizer_loader.h"
 
 namespace titan {
 

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "data/components.h"
+#include "tokenizer/pipeline_stages.h"
 
 namespace titan {
 

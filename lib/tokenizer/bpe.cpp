@@ -1,4 +1,4 @@
-#include "data/bpe.h"
+#include "tokenizer/bpe.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "data/tiktoken_file.h"
+#include "tokenizer/tiktoken_file.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <system_error>
 #include <vector>
 
-#include "data/bpe.h"
-#include "data/regex.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/regex.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/utf8.h"

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "data/tokenizer_loader.h"
+#include "tokenizer/tokenizer_loader.h"
 
 namespace titan {
 

@@ -1,9 +1,9 @@
 // The TokenModel wrappers of the BPE and WordLevel models.
 #include <fmt/format.h>
 
-#include "data/bpe.h"
-#include "data/components.h"
-#include "data/string_map.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pipeline_stages.h"
+#include "tokenizer/string_map.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -1,4 +1,4 @@
-#include "data/tokenizer.h"
+#include "tokenizer/byte_tokenizer.h"
 
 #include <stdexcept>
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/string_map.h"
+#include "tokenizer/string_map.h"
 
 namespace titan {
 

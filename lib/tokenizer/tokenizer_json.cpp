@@ -1,4 +1,4 @@
-#include "data/tokenizer_json.h"
+#include "tokenizer/tokenizer_json.h"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "data/bpe.h"
-#include "data/normalizer.h"
-#include "data/post_processor.h"
-#include "data/pretokenizer.h"
-#include "data/tokenizer_loader.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_loader.h"
 #include "util/error.h"
 #include "util/files.h"
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "data/hf_tokenizer.h"
-#include "data/json_spec.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/json_spec.h"
 
 namespace titan {
 

@@ -1,5 +1,5 @@
 // load_tokenizer: torchtitan v0.2.2's file search and special-token inference (see the header).
-#include "data/tokenizer_loader.h"
+#include "tokenizer/tokenizer_loader.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <system_error>
 
-#include "data/bpe.h"
-#include "data/hf_tokenizer.h"
-#include "data/pretokenizer.h"
-#include "data/tiktoken_file.h"
-#include "data/tokenizer_json.h"
-#include "data/unicode.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tiktoken_file.h"
+#include "tokenizer/tokenizer_json.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/utf8.h"

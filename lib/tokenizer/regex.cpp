@@ -1,4 +1,4 @@
-#include "data/regex.h"
+#include "tokenizer/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "data/unicode.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -1,12 +1,12 @@
-#include "data/pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 #include <fmt/format.h>
 
 #include <vector>
 
-#include "data/bpe.h"
-#include "data/json_spec.h"
-#include "data/regex.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/json_spec.h"
+#include "tokenizer/regex.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -1,12 +1,12 @@
-#include "data/normalizer.h"
+#include "tokenizer/normalizer.h"
 
 #include <fmt/format.h>
 
 #include <vector>
 
-#include "data/json_spec.h"
-#include "data/regex.h"
-#include "data/unicode.h"
+#include "tokenizer/json_spec.h"
+#include "tokenizer/regex.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

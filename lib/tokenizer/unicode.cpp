@@ -1,11 +1,11 @@
-#include "data/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <iterator>
 
 namespace titan {
 namespace {
-#include "data/unicode_tables.inc"
+#include "tokenizer/unicode_tables.inc"
 
 const UnicodeTable& table(std::string_view name) { return *find_unicode_table(name); }
 }  // namespace

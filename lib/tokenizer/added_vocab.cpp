@@ -1,8 +1,8 @@
-#include "data/added_vocab.h"
+#include "tokenizer/added_vocab.h"
 
 #include <algorithm>
 
-#include "data/unicode.h"
+#include "tokenizer/unicode.h"
 #include "util/utf8.h"
 
 namespace titan {

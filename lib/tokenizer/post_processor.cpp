@@ -1,11 +1,11 @@
-#include "data/post_processor.h"
+#include "tokenizer/post_processor.h"
 
 #include <fmt/format.h>
 
 #include <map>
 #include <vector>
 
-#include "data/json_spec.h"
+#include "tokenizer/json_spec.h"
 #include "util/error.h"
 
 namespace titan {
