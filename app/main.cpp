@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/malloc_tuning.h"
 #include "util/omp_env.h"
+#include "util/stop_signal.h"
 
 namespace {
 
@@ -51,6 +52,8 @@ int dispatch(std::vector<std::string> args) {
     for (const auto& sub : kSubcommands) {
       if (args[1] == sub.name) {
         args.erase(args.begin() + 1);
+        // Only training stops between steps; the others end as a signal's default action does.
+        if (sub.run != titan::run_train_command) titan::restore_default_stop_signals();
         return sub.run(args, std::cout);
       }
     }
@@ -72,9 +75,12 @@ static int end_process(int code) {
 }
 
 // Runs before the shared libraries' static initializers (ELF .preinit_array): libtorch's
-// allocate, and a std::bad_alloc there would otherwise end in "terminate called after throwing".
+// allocate, and a std::bad_alloc there would otherwise end in "terminate called after throwing";
+// and its start-up takes seconds on a loaded machine, in which a SIGTERM would otherwise kill a
+// run with no word (the training command then stops before writing anything).
 void install_handlers_before_libraries(int, char**, char**) {
   titan::install_out_of_memory_terminate_handler();
+  titan::record_stop_signals();
 }
 __attribute__((section(".preinit_array"),
                used)) void (*const preinit_handlers)(int, char**,

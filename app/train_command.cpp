@@ -19,6 +19,7 @@ namespace titan {
 
 int run_train_command(const std::vector<std::string>& args, std::ostream& out) {
   CliRequest request = parse_command_line(args);
+  if (request.action != CliAction::kTrain) restore_default_stop_signals();
   switch (request.action) {
     case CliAction::kHelp:
       out << help_text();

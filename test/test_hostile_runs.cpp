@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch_torch.h"
@@ -201,10 +202,12 @@ TEST_CASE(
   // A listener on the port (python3's socket module, the standard library only) while rank 0
   // starts.
   const auto busy = test::run_shell(fmt::format(
-      "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{})); s.listen(); "
-      "time.sleep(60)' & sleep 1; env {} RANK=0 LOCAL_RANK=0 timeout 60 {} {} 2>&1; kill $!",
+      "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{0})); s.listen(); "
+      "open(\"{4}/listening\", \"w\").close(); time.sleep(60)' & "
+      "for i in $(seq 1200); do [ -e {4}/listening ] && break; sleep 0.1; done; "
+      "env {1} RANK=0 LOCAL_RANK=0 timeout 60 {2} {3} 2>&1; kill $!",
       port, env, test::binary(),
-      test::tiny_run(dir + "/busy", 1, "--comm.init_timeout_seconds 5")));
+      test::tiny_run(dir + "/busy", 1, "--comm.init_timeout_seconds 5"), dir));
   INFO(busy.output);
   CHECK_THAT(busy.output, Catch::Contains("rank 0 cannot serve the rendezvous store on port " +
                                           std::to_string(port)));
@@ -279,27 +282,41 @@ TEST_CASE(
   CHECK_THAT(r.output, !Catch::Contains("alloc_cpu") && !Catch::Contains("DefaultCPUAllocator"));
 }
 
-TEST_CASE("hostile runs: a SIGTERM before step 1 says that no step completed", "[hostile]") {
+// Shell text that runs titan-train with `signal` already pending at exec (blocked, then sent:
+// a pending signal survives execve), the earliest moment a signal can reach it, whatever the
+// machine's load: no delay to guess.
+std::string with_signal_pending_at_exec(const std::string& signal, const std::string& args) {
+  return fmt::format(
+      "python3 -c 'import os, signal, sys; s = signal.SIG{0}; "
+      "signal.pthread_sigmask(signal.SIG_BLOCK, [s]); os.kill(os.getpid(), s); "
+      "os.execv(sys.argv[1], sys.argv[1:])' {1} {2}",
+      signal, test::binary(), args);
+}
+
+TEST_CASE(
+    "hostile runs: a SIGTERM or SIGINT during start-up stops the run with 143 or 130 before it "
+    "writes anything",
+    "[hostile]") {
   const auto dir = test::temp_dir("hostile_term");
-  // The signal must land between the handlers' installation and step 1: tried at a few delays,
-  // as the start-up's length varies with the machine.
-  std::string output;
-  for (const char* delay : {"0.9", "0.7", "1.1", "0.5", "1.3", "1.6"}) {
-    output =
-        test::run_shell(
-            fmt::format(
-                "rm -rf {0}/run; {1} --config {2}/configs/debug_model.toml --training.seq_len 4096 "
-                "--training.local_batch_size 2 --training.steps 2 --checkpoint.enable true "
-                "--job.dump_folder {0}/run >{0}/out.txt 2>&1 & p=$!; sleep {3}; kill -TERM $p; "
-                "wait $p; "
-                "echo rc=$?; cat {0}/out.txt",
-                dir, test::binary(), test::source_dir(), delay))
-            .output;
-    if (output.find("stopped by SIGTERM after step 0") != std::string::npos) break;
+  for (const auto& [signal, code, extra] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"TERM", 143, "--checkpoint.enable true"}, {"INT", 130, ""}}) {
+    const auto r = test::run_shell(
+        with_signal_pending_at_exec(signal, test::tiny_run(dir + "/run", 2, extra)) +
+        " 2>&1; echo rc=$?; ls -A " + dir + "/run 2>&1");
+    INFO(r.output);
+    CHECK_THAT(r.output, Catch::Contains(fmt::format("rc={}", code)) &&
+                             Catch::Contains(fmt::format("titan-train: stopped by SIG{} during "
+                                                         "start-up, before step 1; nothing was "
+                                                         "written",
+                                                         signal)) &&
+                             Catch::Contains("No such file or directory"));
+    CHECK_THAT(r.output, !Catch::Contains("step:"));
   }
-  INFO(output);
-  CHECK_THAT(output, Catch::Contains("rc=0") &&
-                         Catch::Contains("stopped by SIGTERM after step 0") &&
-                         Catch::Contains("[titan] done: no step completed"));
-  CHECK_THAT(output, !Catch::Contains("nan"));
+  // The commands that do not train end as the signal's default action ends them.
+  for (const std::string args : {std::string("--version"), "compare " + dir + " " + dir}) {
+    const auto r = test::run_shell(with_signal_pending_at_exec("INT", args) + "; echo rc=$?");
+    INFO(args << ": " << r.output);
+    CHECK_THAT(r.output, Catch::EndsWith("rc=130\n"));
+    CHECK_THAT(r.output, !Catch::Contains("titan-train"));
+  }
 }

@@ -222,6 +222,18 @@ TEST_CASE(
   INFO(test::read_text(table));
   REQUIRE(r.exit_code == 0);
   CHECK(test::read_text(table) == test::read_text(test::source_dir() + "/docs/torchtitan-keys.md"));
+  // The README gives the table's counts: "Of torchtitan v0.2.2's 149 keys: 80 work, 53 have no
+  // effect, 16 are refused."
+  std::smatch counts;
+  const std::string text = test::read_text(table);
+  REQUIRE(std::regex_search(text, counts,
+                            std::regex("Of torchtitan v0\\.2\\.2's (\\d+) keys: (\\d+) work, "
+                                       "(\\d+) have no effect, (\\d+) are refused")));
+  const std::string readme = test::read_text(test::source_dir() + "/README.md");
+  CHECK_THAT(readme, Catch::Contains("Of its " + counts.str(1) + " keys, " + counts.str(2) +
+                                     " **work**") &&
+                         Catch::Contains(counts.str(3) + " performance-only knobs") &&
+                         Catch::Contains(counts.str(4) + " that would change the model"));
 }
 
 }  // namespace titan

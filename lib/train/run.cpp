@@ -1,11 +1,33 @@
 #include "train/run.h"
 
+#include <fmt/format.h>
+
+#include <csignal>
+
 #include "train/run_log.h"
 #include "train/run_outputs.h"
 #include "train/run_parts.h"
 #include "train/trainer.h"
+#include "util/error.h"
+#include "util/stop_signal.h"
 
 namespace titan {
+namespace {
+
+// A SIGTERM or SIGINT recorded since exec (the handlers are installed before libtorch starts)
+// stops the run here, before the run folder is touched. The ranks agree, as at every stop check.
+void stop_if_signalled_during_start_up(ProcessGroup& group) {
+  int signal = pending_stop_signal();
+  if (group.size() > 1 && group.any_rank(signal != 0, "the start-up stop check") && signal == 0) {
+    signal = SIGTERM;
+  }
+  if (signal == 0) return;
+  throw StoppedBySignal(signal, fmt::format("stopped by {} during start-up, before step 1; "
+                                            "nothing was written",
+                                            stop_signal_name(signal)));
+}
+
+}  // namespace
 
 std::unique_ptr<Run> Run::open(const Config& config, std::ostream& console,
                                const RunContextOptions& options) {
@@ -13,6 +35,7 @@ std::unique_ptr<Run> Run::open(const Config& config, std::ostream& console,
   run->context_ = build_run_context(config, console, options);
   run->parts_ = std::make_unique<RunParts>(run->context_);
   const RunParts& parts = *run->parts_;
+  stop_if_signalled_during_start_up(*run->context_.process_group);
   run->outputs_ =
       std::make_unique<RunOutputs>(run->context_, parts.fingerprint_header(), parts.tracer.get(),
                                    parts.instruments, parts.start.step);

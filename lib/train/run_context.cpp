@@ -128,6 +128,15 @@ RunContext build_run_context(const Config& config, std::ostream& log,
   }
   const std::string flight_recorder = RunFolder(c.config).subfolder(RunSubfolder::kCommTraces) +
                                       "/" + c.config.comm.save_traces_file_prefix;
+  if (backend != GroupBackend::kSingle) {
+    // Said before the wait: whoever stops a rank waiting here (a launcher, a test) knows it is.
+    log << fmt::format(
+               "[titan] rank {} of {}: joining the rendezvous at {}:{} (waits up to {} s for "
+               "every rank: comm.init_timeout_seconds)\n",
+               c.world.rank, c.world.world_size, c.world.master_addr, c.world.master_port,
+               c.config.comm.init_timeout_seconds)
+        << std::flush;
+  }
   c.process_group = make_process_group(c.world, c.config.comm, backend, c.device,
                                        c.config.debug.deterministic, flight_recorder);
   if (backend != GroupBackend::kSingle) log << format_rank_line(c) << std::flush;

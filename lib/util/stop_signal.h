@@ -3,10 +3,20 @@
 
 namespace titan {
 
-// Installs handlers that record SIGTERM and SIGINT (the first one received wins), and ignores
-// SIGPIPE so that a closed console pipe (`titan-train ... | head`) fails writes instead of
-// killing the run. Idempotent.
+// Installs handlers that record SIGTERM and SIGINT (the first one received wins) and unblocks
+// both, so that one already pending at exec (a blocked mask is inherited) is recorded at once.
+// Safe before any static initializer (titan-train calls it from .preinit_array): a signal at any
+// moment after exec is recorded, never the default kill. Idempotent.
+void record_stop_signals();
+
+// record_stop_signals(), and ignores SIGPIPE so that a closed console pipe
+// (`titan-train ... | head`) fails writes instead of killing the run. Idempotent.
 void install_stop_signal_handlers();
+
+// For the commands that do not stop between steps (compare, export, --help, ...): SIGTERM and
+// SIGINT get their default action back, and one recorded since exec is raised again, so that
+// the process ends as it would have without record_stop_signals().
+void restore_default_stop_signals();
 
 // The signal received since install_stop_signal_handlers(), or 0.
 int pending_stop_signal();
