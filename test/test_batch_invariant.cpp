@@ -24,7 +24,7 @@ namespace titan {
 namespace {
 
 // The step lines of a fingerprint.log (the header names threads and world size).
-std::string step_lines(const std::string& path, int64_t from = 1) {
+std::string step_lines_from(const std::string& path, int64_t from = 1) {
   std::string out;
   std::istringstream in(test::read_text(path));
   for (std::string line; std::getline(in, line);) {
@@ -113,13 +113,13 @@ TEST_CASE(
   require_ranks_ok(test::run_ranks(dir, test::same_args(2, args(dir + "/c", 3, 2, 1, on))));
   require_ranks_ok(test::run_ranks(dir, test::same_args(4, args(dir + "/d", 3, 1, 1, on))));
 
-  const std::string expected = step_lines(dir + "/a/fingerprint.log");
+  const std::string expected = step_lines_from(dir + "/a/fingerprint.log");
   REQUIRE(std::count(expected.begin(), expected.end(), '\n') == 3);
   for (const char* run : {"b", "c", "d", "e"}) {
     INFO("run " << run);
-    CHECK(step_lines(dir + "/" + run + "/fingerprint.log") == expected);
+    CHECK(step_lines_from(dir + "/" + run + "/fingerprint.log") == expected);
   }
-  CHECK(step_lines(dir + "/d/fingerprint.rank3.log") == expected);
+  CHECK(step_lines_from(dir + "/d/fingerprint.rank3.log") == expected);
   // Threads and micro-batches: every numerics.log line too.
   CHECK(test::read_text(dir + "/a/numerics.log") == test::read_text(dir + "/b/numerics.log"));
   CHECK(test::read_text(dir + "/a/numerics.log") == test::read_text(dir + "/e/numerics.log"));
@@ -137,7 +137,7 @@ TEST_CASE(
   const std::string off = "--debug.batch_invariant false";
   REQUIRE(test::run_titan(args(dir + "/a_off", 3, 4, 2, off)).exit_code == 0);
   require_ranks_ok(test::run_ranks(dir, test::same_args(2, args(dir + "/c_off", 3, 2, 1, off))));
-  CHECK(step_lines(dir + "/a_off/fingerprint.log") != step_lines(dir + "/c_off/fingerprint.log"));
+  CHECK(step_lines_from(dir + "/a_off/fingerprint.log") != step_lines_from(dir + "/c_off/fingerprint.log"));
   auto plain = test::run_titan("compare " + dir + "/a_off " + dir + "/c_off");
   CHECK_THAT(plain.output, !Catch::Contains("batch-invariant"));
 }
@@ -161,9 +161,9 @@ TEST_CASE(
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.output, Catch::Contains("resumed from " + dir + "/moved/checkpoint/step-3"));
-  const std::string expected = step_lines(dir + "/straight/fingerprint.log");
+  const std::string expected = step_lines_from(dir + "/straight/fingerprint.log");
   CHECK(std::count(expected.begin(), expected.end(), '\n') == 6);
-  CHECK(step_lines(dir + "/moved/fingerprint.log") == expected);
+  CHECK(step_lines_from(dir + "/moved/fingerprint.log") == expected);
 
   // Without batch invariance each rank's data position is its own: still refused.
   require_ranks_ok(test::run_ranks(dir, test::same_args(2, args(dir + "/plain", 6, 2, 1, saving))));

@@ -42,9 +42,12 @@ std::string python(const std::string& program, const std::string& input_path) {
 
 // A fingerprint.log with `losses` (one step each) written by the real formatter.
 std::string fingerprint_text(const std::vector<double>& losses) {
-  FingerprintHeader header{
-      "cpu",   "test cpu", 0x1234, {}, "fused_avx2_fma", "fused_avx2_fma", "fused_avx2_fma",
-      "torch", "",         "",     ""};
+  FingerprintHeader header;
+  header.device_type = "cpu";
+  header.device_name = "test cpu";
+  header.config_hash = 0x1234;
+  header.attention_kernel = header.swiglu_kernel = header.rms_norm_kernel = "fused_avx2_fma";
+  header.adamw_kernel = "torch";
   std::string text = FingerprintLog::format_header(header);
   for (size_t i = 0; i < losses.size(); ++i) {
     text += FingerprintLog::format_step(static_cast<int64_t>(i + 1), losses[i], 1.5, 1e-3,

@@ -52,15 +52,6 @@ std::vector<double> losses(const std::string& fingerprint) {
   return out;
 }
 
-// The step lines only (the header holds the config hash, which training.steps changes).
-std::vector<std::string> step_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  std::istringstream in(test::read_text(path));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0) lines.push_back(line);
-  }
-  return lines;
-}
 
 }  // namespace
 
@@ -306,7 +297,7 @@ TEST_CASE("data parallel: checkpoints hold every rank's state and resume bit-exa
   CHECK_THAT(second[0].output, Catch::Contains("resumed from " + step3 + " (step 3)"));
   for (const char* file : {"/fingerprint.log", "/fingerprint.rank1.log"}) {
     INFO(file);
-    CHECK(step_lines(dir + "/whole" + file).size() == 6);
+    CHECK(test::fingerprint_step_list(dir + "/whole" + file).size() == 6);
     CHECK(test::read_text(dir + "/whole" + file) == test::read_text(dir + "/split" + file));
   }
   // One process cannot continue a 2-rank run: its ranks' data positions and RNG states differ.

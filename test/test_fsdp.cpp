@@ -32,7 +32,7 @@ using test::kHsdp;
 using test::kReplicate;
 using test::run_ranks;
 using test::same_args;
-using test::step_lines;
+using test::fingerprint_step_lines;
 using test::tokens_dataset;
 using test::train_ranks;
 
@@ -52,31 +52,31 @@ TEST_CASE(
   const auto one = test::run_titan(test::tiny_run(dir + "/one", 4, args));
   INFO(one.output);
   REQUIRE(one.exit_code == 0);
-  const auto expected = step_lines(dir + "/one/fingerprint.log");
+  const auto expected = fingerprint_step_lines(dir + "/one/fingerprint.log");
   REQUIRE(count_lines(expected) == 4);
   for (int world : {2, 4}) {
     INFO(world << " ranks");
     const std::string fsdp = "fsdp" + std::to_string(world);
     const std::string log = train_ranks(dir, fsdp, world, args);
     CHECK_THAT(log, Catch::Contains("FSDP: parameters, gradients and AdamW state sharded"));
-    CHECK(step_lines(dir + "/" + fsdp + "/fingerprint.log") == expected);
+    CHECK(fingerprint_step_lines(dir + "/" + fsdp + "/fingerprint.log") == expected);
     // Every rank checksums the same gathered parameters.
-    CHECK(step_lines(dir + "/" + fsdp + "/fingerprint.rank1.log") == expected);
+    CHECK(fingerprint_step_lines(dir + "/" + fsdp + "/fingerprint.rank1.log") == expected);
   }
   // Prefetching moves when the all-gathers run, not what they move.
   setenv("TITAN_FSDP_PREFETCH", "0", 1);
   const std::string unfetched = train_ranks(dir, "no_prefetch", 2, args);
   unsetenv("TITAN_FSDP_PREFETCH");
   CHECK_THAT(unfetched, Catch::Contains("(no prefetch)"));
-  CHECK(step_lines(dir + "/no_prefetch/fingerprint.log") == expected);
+  CHECK(fingerprint_step_lines(dir + "/no_prefetch/fingerprint.log") == expected);
   std::string log = train_ranks(dir, "hsdp", 4, args + kHsdp);
   CHECK_THAT(log, Catch::Contains("(replicate 2, shard 2): HSDP: 2 replicas of 2 shards"));
-  CHECK(step_lines(dir + "/hsdp/fingerprint.log") == expected);
+  CHECK(fingerprint_step_lines(dir + "/hsdp/fingerprint.log") == expected);
   // A rank of the other shard group checksums its own group's shards.
-  CHECK(step_lines(dir + "/hsdp/fingerprint.rank3.log") == expected);
+  CHECK(fingerprint_step_lines(dir + "/hsdp/fingerprint.rank3.log") == expected);
   log = train_ranks(dir, "replicated", 2, args + kReplicate);
   CHECK_THAT(log, Catch::Contains("replicate 2, shard 1): replication"));
-  CHECK(step_lines(dir + "/replicated/fingerprint.log") == expected);
+  CHECK(fingerprint_step_lines(dir + "/replicated/fingerprint.log") == expected);
 }
 
 TEST_CASE(
@@ -133,8 +133,8 @@ TEST_CASE(
     CHECK_FALSE(replicated.empty());
     CHECK(test::read_text(dir + "/fsdp" + file) == replicated);
   }
-  CHECK(step_lines(dir + "/fsdp/fingerprint.log") ==
-        step_lines(dir + "/replicated/fingerprint.log"));
+  CHECK(fingerprint_step_lines(dir + "/fsdp/fingerprint.log") ==
+        fingerprint_step_lines(dir + "/replicated/fingerprint.log"));
 }
 
 // Checks that runs `a` and `b` (folders) logged `steps` steps each, every loss within 1e-3 and
@@ -245,9 +245,9 @@ TEST_CASE(
   drop_after(5);
   log = run("split", 1, "");
   CHECK_THAT(log, Catch::Contains("resumed from " + checkpoints + "step-5"));
-  const auto expected = step_lines(dir + "/straight/fingerprint.log");
+  const auto expected = fingerprint_step_lines(dir + "/straight/fingerprint.log");
   REQUIRE(count_lines(expected) == 6);
-  CHECK(step_lines(dir + "/split/fingerprint.log") == expected);
+  CHECK(fingerprint_step_lines(dir + "/split/fingerprint.log") == expected);
 }
 
 TEST_CASE(

@@ -232,8 +232,8 @@ TEST_CASE(
   fs::copy(dir + "/replicated/checkpoint/step-2", dir + "/from_whole/checkpoint/step-2");
   const std::string resumed = train_ranks(dir, "from_whole", 2, args, 3);
   CHECK_THAT(resumed, Catch::Contains("resumed from " + dir + "/from_whole/checkpoint/step-2"));
-  const std::string step3 = test::step_lines(dir + "/fsdp/fingerprint.log");
-  CHECK(test::step_lines(dir + "/from_whole/fingerprint.log") ==
+  const std::string step3 = test::fingerprint_step_lines(dir + "/fsdp/fingerprint.log");
+  CHECK(test::fingerprint_step_lines(dir + "/from_whole/fingerprint.log") ==
         step3.substr(step3.find("\nstep 3 ") + 1));
 
   // A flipped byte in one rank's optimizer shard: a resume from it exits 1, naming the file.

@@ -19,10 +19,6 @@ namespace {
 
 std::string hf_tiny() { return test::source_dir() + "/test/data/hf_tiny"; }
 
-std::string step_lines(const std::string& dir) {
-  return test::fingerprint_step_lines(dir + "/fingerprint.log");
-}
-
 std::string checkpointed(const std::string& extra) {
   return "--checkpoint.enable --checkpoint.interval 100 --checkpoint.export_dtype float32 " + extra;
 }
@@ -47,9 +43,9 @@ TEST_CASE(
       from_assets, 3, "--checkpoint.initial_load_in_hf --model.hf_assets_path " + hf_tiny()));
   REQUIRE(b.exit_code == 0);
   REQUIRE(test::run_titan(test::tiny_run(fresh, 3)).exit_code == 0);
-  CHECK(step_lines(from_path) == step_lines(from_assets));
-  CHECK(step_lines(from_path) != step_lines(fresh));
-  CHECK_FALSE(step_lines(from_path).empty());
+  CHECK(test::run_step_lines(from_path) == test::run_step_lines(from_assets));
+  CHECK(test::run_step_lines(from_path) != test::run_step_lines(fresh));
+  CHECK_FALSE(test::run_step_lines(from_path).empty());
 }
 
 TEST_CASE(
@@ -66,7 +62,7 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("(model only, Hugging Face layout"));
   REQUIRE(test::run_titan(test::tiny_run(own, 2, checkpointed(start))).exit_code == 0);
-  CHECK(step_lines(hf) == step_lines(own));
+  CHECK(test::run_step_lines(hf) == test::run_step_lines(own));
 
   const std::string hf_step = hf + "/checkpoint/step-2";
   CHECK(is_hf_checkpoint_folder(hf_step));

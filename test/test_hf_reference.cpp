@@ -33,10 +33,9 @@ bool reference_present() {
   return fs::exists(data("hf_llama_reference.bin")) && fs::exists(data("hf_tiny/config.json"));
 }
 
-ModelArgs tiny() { return model_args_for_flavor(Flavor::kTiny); }
 
 Transformer model_from(const std::vector<NamedTensor>& tensors) {
-  Transformer model(tiny());
+  Transformer model(test::tiny_model_args());
   check_parameters_match(*model, tensors, "hf_tiny", "");
   load_parameters(*model, tensors);
   return model;
@@ -102,7 +101,7 @@ TEST_CASE("hf: logits from an HF checkpoint match transformers' conventions to 1
   if (!reference_present()) TITAN_SKIP("test/data/hf_* is absent: scripts/reference/generate.sh");
   const auto ref = test::load_reference_state(data("hf_llama_reference.bin"));
   HfLoadReport report;
-  auto model = model_from(load_hf_checkpoint(data("hf_tiny"), tiny(), at::kFloat, &report));
+  auto model = model_from(load_hf_checkpoint(data("hf_tiny"), test::tiny_model_args(), at::kFloat, &report));
   CHECK(report.tied);
   torch::NoGradGuard no_grad;
   const auto logits = model->forward(ref.tensor("inputs"));
@@ -114,9 +113,9 @@ TEST_CASE("hf: logits from an HF checkpoint match transformers' conventions to 1
   CHECK(rel <= kLogitTolerance);
   CHECK(loss_rel <= kLogitTolerance);
   // The break it guards against: q/k taken in Hugging Face's row order unpermuted.
-  auto raw = load_hf_checkpoint(data("hf_tiny"), tiny(), at::kFloat);
+  auto raw = load_hf_checkpoint(data("hf_tiny"), test::tiny_model_args(), at::kFloat);
   for (auto& t : raw) {
-    if (const int64_t heads = permuted_heads(t.name, tiny()))
+    if (const int64_t heads = permuted_heads(t.name, test::tiny_model_args()))
       t.tensor = permute_to_hf(t.tensor, heads);
   }
   CHECK(relative_max_diff(model_from(raw)->forward(ref.tensor("inputs")), ref.tensor("logits")) >
@@ -128,7 +127,7 @@ TEST_CASE("hf: compare names the first block where titan-train and the reference
   if (!reference_present()) TITAN_SKIP("test/data/hf_* is absent: scripts/reference/generate.sh");
   const auto ref = test::load_reference_state(data("hf_llama_reference.bin"));
   const auto dir = test::temp_dir("hf_layer_report");
-  const auto tensors = load_hf_checkpoint(data("hf_tiny"), tiny(), at::kFloat);
+  const auto tensors = load_hf_checkpoint(data("hf_tiny"), test::tiny_model_args(), at::kFloat);
   auto model = model_from(tensors);
   write_titan_trace(model, ref, dir + "/good");
   const std::string reference_run = data("hf_reference_run");
@@ -174,7 +173,7 @@ TEST_CASE("hf: titan-train export --hf writes a folder load_hf_checkpoint reads 
   auto r = test::run_titan("export " + dir + "/checkpoint -o " + dir + "/hf --hf");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("as a Hugging Face Llama checkpoint: 2 files, float32"));
-  ModelArgs args = tiny();
+  ModelArgs args = test::tiny_model_args();
   args.max_seq_len = 16;  // training.seq_len of the run
   const auto loaded = load_hf_checkpoint(dir + "/hf", args, at::kFloat);
   REQUIRE(loaded.size() == model.tensors.size());

@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelArgs tiny() { return model_args_for_flavor(Flavor::kTiny); }
 
 // Random parameters of the model `args` builds, float32, output.weight its own.
 std::vector<NamedTensor> random_parameters(const ModelArgs& args, uint64_t seed) {
@@ -63,16 +62,6 @@ HfWriteOptions options(at::ScalarType dtype, uint64_t shard_bytes = kHfDefaultSh
   return o;
 }
 
-// The ConfigError message (where: message) of `f`, or "" when it does not throw one.
-template <class F>
-std::string config_error(F f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.where() + ": " + e.message();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -133,20 +122,20 @@ TEST_CASE("hf: HF -> titan-train -> HF is byte-identical", "[hf]") {
     const std::string source = test::source_dir() + "/test/data/hf_tiny";
     if (!fs::exists(source + "/config.json")) TITAN_SKIP("test/data/hf_tiny is absent");
     HfLoadReport report;
-    const auto tensors = load_hf_checkpoint(source, tiny(), at::kFloat, &report);
+    const auto tensors = load_hf_checkpoint(source, test::tiny_model_args(), at::kFloat, &report);
     CHECK(report.tied);
     CHECK(report.files.size() == 3);
     HfWriteOptions o = options(at::kBFloat16, 100000);  // as scripts/reference wrote it
     o.tie_if_equal = true;
-    const auto record = write_hf_checkpoint(dir + "/again", tensors, tiny(), o);
+    const auto record = write_hf_checkpoint(dir + "/again", tensors, test::tiny_model_args(), o);
     CHECK(record.tied);
     check_same_files(source, dir + "/again");
   }
   SECTION("untied float32, one file and shards, from random weights") {
     for (const uint64_t shard : {kHfDefaultShardBytes, uint64_t(60000)}) {
-      const auto original = random_parameters(tiny(), 3);
+      const auto original = random_parameters(test::tiny_model_args(), 3);
       const std::string a = dir + fmt::format("/a{}", shard), b = dir + fmt::format("/b{}", shard);
-      const auto first = write_hf_checkpoint(a, original, tiny(), options(at::kFloat, shard));
+      const auto first = write_hf_checkpoint(a, original, test::tiny_model_args(), options(at::kFloat, shard));
       if (shard == kHfDefaultShardBytes) {
         CHECK(first.files == std::vector<std::string>{"model.safetensors", "config.json"});
       } else {  // shards, the index, config.json
@@ -154,9 +143,9 @@ TEST_CASE("hf: HF -> titan-train -> HF is byte-identical", "[hf]") {
         CHECK(first.files[first.files.size() - 2] == "model.safetensors.index.json");
       }
       CHECK_FALSE(first.tied);
-      const auto loaded = load_hf_checkpoint(a, tiny(), at::kFloat);
+      const auto loaded = load_hf_checkpoint(a, test::tiny_model_args(), at::kFloat);
       check_same_tensors(loaded, original);
-      write_hf_checkpoint(b, loaded, tiny(), options(at::kFloat, shard));
+      write_hf_checkpoint(b, loaded, test::tiny_model_args(), options(at::kFloat, shard));
       check_same_files(a, b);
     }
   }
@@ -164,9 +153,9 @@ TEST_CASE("hf: HF -> titan-train -> HF is byte-identical", "[hf]") {
 
 TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[hf]") {
   const auto dir = test::temp_dir("hf_shards");
-  const auto original = random_parameters(tiny(), 4);
-  write_hf_checkpoint(dir + "/one", original, tiny(), options(at::kBFloat16));
-  write_hf_checkpoint(dir + "/many", original, tiny(), options(at::kBFloat16, 40000));
+  const auto original = random_parameters(test::tiny_model_args(), 4);
+  write_hf_checkpoint(dir + "/one", original, test::tiny_model_args(), options(at::kBFloat16));
+  write_hf_checkpoint(dir + "/many", original, test::tiny_model_args(), options(at::kBFloat16, 40000));
   CHECK(fs::exists(dir + "/one/model.safetensors"));
   CHECK_FALSE(fs::exists(dir + "/one/model.safetensors.index.json"));
   size_t shards = 0;
@@ -175,30 +164,30 @@ TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[
   }
   CHECK(shards > 4);
   CHECK(fs::exists(dir + fmt::format("/many/model-00001-of-{:05d}.safetensors", shards)));
-  const auto one = load_hf_checkpoint(dir + "/one", tiny(), at::kFloat);
+  const auto one = load_hf_checkpoint(dir + "/one", test::tiny_model_args(), at::kFloat);
   const auto many =
-      load_hf_checkpoint(dir + "/many/model.safetensors.index.json", tiny(), at::kFloat);
+      load_hf_checkpoint(dir + "/many/model.safetensors.index.json", test::tiny_model_args(), at::kFloat);
   check_same_tensors(one, many);
-  check_same_tensors(one, load_hf_checkpoint(dir + "/one/model.safetensors", tiny(), at::kFloat));
+  check_same_tensors(one, load_hf_checkpoint(dir + "/one/model.safetensors", test::tiny_model_args(), at::kFloat));
   const std::string index = bytes_of(dir + "/many/model.safetensors.index.json");
-  CHECK_THAT(index, Catch::Contains("\"total_size\": " + std::to_string(tiny().num_params() * 2)));
+  CHECK_THAT(index, Catch::Contains("\"total_size\": " + std::to_string(test::tiny_model_args().num_params() * 2)));
   CHECK_THAT(index, Catch::Contains(fmt::format(
                         "\"lm_head.weight\": \"model-{0:05d}-of-{0:05d}.safetensors\"", shards)));
 }
 
 TEST_CASE("hf: bf16 and f16 files are converted to the training dtype", "[hf]") {
   const auto dir = test::temp_dir("hf_dtypes");
-  const auto original = random_parameters(tiny(), 5);
+  const auto original = random_parameters(test::tiny_model_args(), 5);
   for (const auto& [dtype, name] :
        {std::pair{at::kBFloat16, "bfloat16"}, std::pair{at::kHalf, "float16"}}) {
     const std::string folder = dir + "/" + name;
-    write_hf_checkpoint(folder, original, tiny(), options(dtype));
+    write_hf_checkpoint(folder, original, test::tiny_model_args(), options(dtype));
     CHECK_THAT(bytes_of(folder + "/config.json"),
                Catch::Contains(fmt::format("\"torch_dtype\": \"{}\"", name)));
     auto file = parse_safetensors(bytes_of(folder + "/model.safetensors"), folder);
     CHECK(file.tensors[0].tensor.scalar_type() == dtype);
     for (const auto training : {at::kFloat, at::kBFloat16}) {
-      const auto loaded = load_hf_checkpoint(folder, tiny(), training);
+      const auto loaded = load_hf_checkpoint(folder, test::tiny_model_args(), training);
       for (size_t i = 0; i < loaded.size(); ++i) {
         INFO(loaded[i].name);
         CHECK(loaded[i].tensor.scalar_type() == training);
@@ -206,30 +195,30 @@ TEST_CASE("hf: bf16 and f16 files are converted to the training dtype", "[hf]") 
       }
     }
   }
-  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/f64", original, tiny(), options(at::kDouble)),
+  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/f64", original, test::tiny_model_args(), options(at::kDouble)),
                   RuntimeFailure);
   CHECK_FALSE(fs::exists(dir + "/f64"));
 }
 
 TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   const auto dir = test::temp_dir("hf_tied");
-  auto params = random_parameters(tiny(), 6);
+  auto params = random_parameters(test::tiny_model_args(), 6);
   HfWriteOptions tie = options(at::kFloat);
   tie.tie_if_equal = true;
   // Not bitwise equal: lm_head written, not tied.
-  auto untied = write_hf_checkpoint(dir + "/untied", params, tiny(), tie);
+  auto untied = write_hf_checkpoint(dir + "/untied", params, test::tiny_model_args(), tie);
   CHECK_FALSE(untied.tied);
   CHECK_THAT(bytes_of(dir + "/untied/config.json"),
              Catch::Contains("\"tie_word_embeddings\": false"));
   params.back().tensor = params.front().tensor.clone();  // output == tok_embeddings
-  auto tied = write_hf_checkpoint(dir + "/tied", params, tiny(), tie);
+  auto tied = write_hf_checkpoint(dir + "/tied", params, test::tiny_model_args(), tie);
   CHECK(tied.tied);
   const auto file = parse_safetensors(bytes_of(dir + "/tied/model.safetensors"), "tied");
   CHECK_FALSE(file.find("lm_head.weight").defined());
-  const auto loaded = load_hf_checkpoint(dir + "/tied", tiny(), at::kFloat);
+  const auto loaded = load_hf_checkpoint(dir + "/tied", test::tiny_model_args(), at::kFloat);
   check_same_tensors(loaded, params);
   // Equal but the flavor does not tie: lm_head is written.
-  CHECK_FALSE(write_hf_checkpoint(dir + "/equal", params, tiny(), options(at::kFloat)).tied);
+  CHECK_FALSE(write_hf_checkpoint(dir + "/equal", params, test::tiny_model_args(), options(at::kFloat)).tied);
   CHECK(hf_ties_embeddings(Flavor::k1B));
   CHECK_FALSE(hf_ties_embeddings(Flavor::k8B));
 
@@ -239,7 +228,7 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
                  "\"tie_word_embeddings\": true");
   test::write_text(dir + "/untied/config.json", config);
   HfLoadReport report;
-  const auto overridden = load_hf_checkpoint(dir + "/untied", tiny(), at::kFloat, &report);
+  const auto overridden = load_hf_checkpoint(dir + "/untied", test::tiny_model_args(), at::kFloat, &report);
   CHECK(report.tied);
   CHECK(same_tensor_bits(overridden.back().tensor, overridden.front().tensor));
   REQUIRE(report.notes.size() == 1);
@@ -248,7 +237,7 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   config.replace(config.find("\"tie_word_embeddings\": true"), 27,
                  "\"tie_word_embeddings\": false");
   test::write_text(dir + "/tied/config.json", config);
-  CHECK_THAT(config_error([&] { load_hf_checkpoint(dir + "/tied", tiny(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/tied", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains("tensor \"lm_head.weight\" is missing (config.json does not set "
                              "tie_word_embeddings)"));
 }

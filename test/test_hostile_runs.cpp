@@ -313,7 +313,7 @@ TEST_CASE(
     CHECK_THAT(r.output, !Catch::Contains("step:"));
   }
   // The commands that do not train end as the signal's default action ends them.
-  for (const std::string args : {std::string("--version"), "compare " + dir + " " + dir}) {
+  for (const std::string& args : {std::string("--version"), "compare " + dir + " " + dir}) {
     const auto r = test::run_shell(with_signal_pending_at_exec("INT", args) + "; echo rc=$?");
     INFO(args << ": " << r.output);
     CHECK_THAT(r.output, Catch::EndsWith("rc=130\n"));

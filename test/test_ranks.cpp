@@ -27,8 +27,6 @@ std::string tokens_dataset(const std::string& dir) {
   return " --training.dataset tokens --training.dataset_path " + write_rank_tokens(dir, 11);
 }
 
-std::string step_lines(const std::string& path) { return fingerprint_step_lines(path); }
-
 std::string train_ranks(const std::string& dir, const std::string& name, int world,
                         const std::string& extra, int steps) {
   const std::string run = dir + "/" + name;

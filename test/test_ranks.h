@@ -37,9 +37,6 @@ std::string write_rank_tokens(const std::string& dir, unsigned seed = 7);
 // Flags for the tokens dataset (write_rank_tokens, seed 11) written into `dir`.
 std::string tokens_dataset(const std::string& dir);
 
-// fingerprint.log's step lines at `path`.
-std::string step_lines(const std::string& path);
-
 // `world` ranks (one: a plain process) of a tiny run of `steps` in dir/name (test::tiny_run with
 // `extra`); requires every rank to exit 0 (Catch's REQUIRE) and returns rank 0's output.
 std::string train_ranks(const std::string& dir, const std::string& name, int world,

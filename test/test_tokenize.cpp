@@ -71,10 +71,6 @@ std::vector<uint32_t> read_uint32(const std::string& path) {
   return out;
 }
 
-std::string step_lines(const std::string& dir) {
-  return test::fingerprint_step_lines(dir + "/fingerprint.log");
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -104,8 +100,8 @@ TEST_CASE(
       "--training.dataset_path " +
           dir + "/out.bin"));
   REQUIRE(b.exit_code == 0);
-  CHECK(step_lines(from_text) == step_lines(from_tokens));
-  CHECK_FALSE(step_lines(from_text).empty());
+  CHECK(test::run_step_lines(from_text) == test::run_step_lines(from_tokens));
+  CHECK_FALSE(test::run_step_lines(from_text).empty());
   CHECK_THAT(test::read_text(from_text + "/fingerprint.log"),
              Catch::Contains("\ntokenizer " + assets + "/tokenizer.json "));
   CHECK_THAT(test::read_text(from_tokens + "/fingerprint.log"), !Catch::Contains("\ntokenizer "));
@@ -114,7 +110,7 @@ TEST_CASE(
       bytewise, 4,
       "--model.hf_assets_path '' --training.dataset jsonl --training.dataset_path " + docs));
   REQUIRE(c.exit_code == 0);
-  CHECK(step_lines(bytewise) != step_lines(from_text));
+  CHECK(test::run_step_lines(bytewise) != test::run_step_lines(from_text));
 
   SECTION("an existing output is kept unless --force") {
     auto again = test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin");

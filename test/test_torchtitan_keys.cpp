@@ -19,13 +19,6 @@ namespace fs = std::filesystem;
 
 std::string data_file(const std::string& name) { return test::source_dir() + "/test/data/" + name; }
 
-// The tiny model on a short run, into `dir`, with `extra` flags.
-std::string tiny(const std::string& dir, int steps, const std::string& extra = "") {
-  return test::tiny_run(dir, steps, "--training.seq_len 32 " + extra);
-}
-
-std::string step_lines(const std::string& path) { return test::fingerprint_step_lines(path); }
-
 bool valid_json(const std::string& text) {
   try {
     JsonCursor cur(text);
@@ -111,9 +104,9 @@ TEST_CASE("torchtitan keys: the llama3 train configs load, 70B and 405B are refu
 TEST_CASE("torchtitan keys: a no-effect key at another value is named at start and changes no bit",
           "[config][torchtitan]") {
   const auto dir = test::temp_dir("tt_no_effect");
-  auto plain = test::run_titan(tiny(dir + "/plain", 3));
+  auto plain = test::run_titan(test::tiny_run_seq32(dir + "/plain", 3));
   REQUIRE(plain.exit_code == 0);
-  auto knobs = test::run_titan(tiny(dir + "/knobs", 3,
+  auto knobs = test::run_titan(test::tiny_run_seq32(dir + "/knobs", 3,
                                     "--compile.enable --training.gc_freq 7 --checkpoint.async_mode "
                                     "async --training.dataloader.num_workers 4 "
                                     "--parallelism.enable_async_tensor_parallel"));
@@ -139,7 +132,7 @@ TEST_CASE(
     ++refused;
     const auto dir = test::temp_dir("tt_refused");
     const std::string value = other_value(f);
-    auto r = test::run_titan(tiny(dir + "/run", 1, "--" + f.name() + " " + value));
+    auto r = test::run_titan(test::tiny_run_seq32(dir + "/run", 1, "--" + f.name() + " " + value));
     INFO(f.name() << " = " << value << "\n" << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(f.name() + ": set to") && Catch::Contains(f.note));
@@ -151,15 +144,15 @@ TEST_CASE(
 TEST_CASE("torchtitan keys: lr_scheduler.total_steps is the schedule's length", "[config]") {
   const auto dir = test::temp_dir("tt_total_steps");
   const std::string common = "--lr_scheduler.warmup_steps 2 --lr_scheduler.decay_ratio 0.5";
-  REQUIRE(test::run_titan(tiny(dir + "/short", 4, common)).exit_code == 0);
-  REQUIRE(test::run_titan(tiny(dir + "/long", 8, common)).exit_code == 0);
-  REQUIRE(test::run_titan(tiny(dir + "/horizon", 4, common + " --lr_scheduler.total_steps 8"))
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/short", 4, common)).exit_code == 0);
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/long", 8, common)).exit_code == 0);
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/horizon", 4, common + " --lr_scheduler.total_steps 8"))
               .exit_code == 0);
   // A 4-step run with an 8-step schedule takes the first 4 learning rates of the 8-step run.
   auto lrs = [](const std::string& path) {
     std::vector<std::string> out;
     std::regex lr(" lr (\\S+) ");
-    std::istringstream in(step_lines(path));
+    std::istringstream in(test::fingerprint_step_lines(path));
     for (std::string line; std::getline(in, line);) {
       std::smatch m;
       if (std::regex_search(line, m, lr)) out.push_back(m[1]);
@@ -177,7 +170,7 @@ TEST_CASE("torchtitan keys: print_config logs the config as JSON, save_config_fi
           "[config][torchtitan]") {
   const auto dir = test::temp_dir("tt_print_config");
   auto r = test::run_titan(
-      tiny(dir + "/run", 1, "--job.print_config --job.save_config_file saved/job_config.json"));
+      test::tiny_run_seq32(dir + "/run", 1, "--job.print_config --job.save_config_file saved/job_config.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("config (job.print_config):"));
@@ -185,7 +178,7 @@ TEST_CASE("torchtitan keys: print_config logs the config as JSON, save_config_fi
   CHECK(valid_json(json));
   CHECK_THAT(json, Catch::Contains("\"dataloader\": {") && Catch::Contains("\"float8\": {") &&
                        Catch::Contains("\"print_config\": true"));
-  auto outside = test::run_titan(tiny(dir + "/bad", 1, "--job.save_config_file ../x.json"));
+  auto outside = test::run_titan(test::tiny_run_seq32(dir + "/bad", 1, "--job.save_config_file ../x.json"));
   CHECK(outside.exit_code == 2);
   CHECK_THAT(outside.output, Catch::Contains("is not a file name inside job.dump_folder"));
 }
@@ -201,7 +194,7 @@ TEST_CASE("torchtitan keys: the console line has torchtitan's colours on a termi
   CHECK_THAT(colored,
              Catch::Contains("\033[38;2;180;60;0mgrad_norm:") && Catch::Contains("%\033[39m  lr:"));
   // The tests' console is a pipe: no colour reaches it.
-  auto r = test::run_titan(tiny(test::temp_dir("tt_color") + "/run", 1));
+  auto r = test::run_titan(test::tiny_run_seq32(test::temp_dir("tt_color") + "/run", 1));
   CHECK(r.output.find('\033') == std::string::npos);
 }
 

@@ -14,22 +14,6 @@ using namespace titan;
 
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// The fingerprint.log step lines, in the order they were written.
-std::vector<std::string> step_lines(const std::string& dump_folder) {
-  std::vector<std::string> steps;
-  for (auto& line : lines_of(test::read_text(dump_folder + "/fingerprint.log"))) {
-    if (line.rfind("step ", 0) == 0) steps.push_back(line);
-  }
-  return steps;
-}
-
 Config snapshot_config(const std::string& tag, AcMode mode) {
   Config c;
   c.job.dump_folder = test::temp_dir(tag);
@@ -101,7 +85,7 @@ TEST_CASE("train_state: restoring a snapshot after step k repeats steps k+1..n b
   for (int i = 0; i < 4; ++i) trainer.train_step();  // steps 4..7 again
   CHECK(engine.state() == after_first);
 
-  auto lines = step_lines(c.job.dump_folder);
+  auto lines = test::fingerprint_step_list(c.job.dump_folder + "/fingerprint.log");
   REQUIRE(lines.size() == 11);  // 1..7, then 4..7 again
   for (int i = 0; i < 4; ++i) {
     CHECK(lines[7 + i] == lines[3 + i]);  // byte-identical, parameter checksum included

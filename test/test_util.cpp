@@ -18,13 +18,38 @@ namespace titan::test {
 
 RunResult run_titan(const std::string& args) { return run_titan_env("", args); }
 
-std::string fingerprint_step_lines(const std::string& path) {
+std::vector<std::string> fingerprint_step_list(const std::string& path) {
   std::istringstream in(read_text(path));
-  std::string out;
+  std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0) out += line + "\n";
+    if (line.rfind("step ", 0) == 0) lines.push_back(line);
   }
+  return lines;
+}
+
+std::string fingerprint_step_lines(const std::string& path) {
+  std::string out;
+  for (const auto& line : fingerprint_step_list(path)) out += line + "\n";
   return out;
+}
+
+std::string run_step_lines(const std::string& dir) {
+  return fingerprint_step_lines(dir + "/fingerprint.log");
+}
+
+ModelArgs tiny_model_args() { return model_args_for_flavor(Flavor::kTiny); }
+
+std::string config_error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.where() + ": " + e.message();
+  }
+  return "";
+}
+
+std::string tiny_run_seq32(const std::string& dir, int steps, const std::string& extra) {
+  return tiny_run(dir, steps, "--training.seq_len 32 " + extra);
 }
 
 RunResult run_titan_env(const std::string& env, const std::string& args) {

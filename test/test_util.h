@@ -1,12 +1,14 @@
 // Helpers for tests that run the real titan-train binary.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "model/model_args.h"
 #include "train/run.h"
 #include "train/trainer.h"
 #include "util/cpu_features.h"
@@ -34,6 +36,10 @@ RunResult run_shell(const std::string& command);
 // The lines of the fingerprint.log at `path` that start with "step " (the header, which names the
 // run's folder and config, left out), each with its newline.
 std::string fingerprint_step_lines(const std::string& path);
+// The same lines, one element each.
+std::vector<std::string> fingerprint_step_list(const std::string& path);
+// fingerprint_step_lines of the run folder `dir`'s fingerprint.log.
+std::string run_step_lines(const std::string& dir);
 
 // The path of the titan-train binary under test.
 std::string binary();
@@ -48,6 +54,12 @@ std::string read_text(const std::string& path);
 
 // Flags for a short, fast run of the tiny model into `dir`; `extra` appended (later flags win).
 std::string tiny_run(const std::string& dir, int steps, const std::string& extra = "");
+// The tiny flavor's model arguments.
+ModelArgs tiny_model_args();
+// "where: message" of the ConfigError `f` throws ("" when it throws none).
+std::string config_error_message(const std::function<void()>& f);
+// tiny_run at seq_len 32.
+std::string tiny_run_seq32(const std::string& dir, int steps, const std::string& extra = "");
 
 // A loopback port nobody has bound right now, outside the kernel's ephemeral range.
 int free_port();

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/stop_signal.h"
 
 namespace titan {
 namespace {
@@ -54,7 +55,9 @@ void ensure_idle_threads_sleep(char** argv) {
   if (failed) return;
   if (set_now.empty()) return;
   setenv(kSetByTitan, set_now.c_str(), /*overwrite=*/1);
+  hold_stop_signals_across_exec();  // a SIGTERM already received is the new image's too
   execv("/proc/self/exe", argv);
+  unblock_after_failed_exec();
   // execv returned: keep running with the libraries' defaults (the variables are set for children).
 }
 

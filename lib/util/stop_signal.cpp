@@ -1,5 +1,7 @@
 #include "util/stop_signal.h"
 
+#include <signal.h>
+
 #include <csignal>
 
 namespace titan {
@@ -13,6 +15,14 @@ extern "C" void record_stop_signal(int signal) {
   if (g_count < 1000) g_count = g_count + 1;
 }
 
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
 }  // namespace
 
 void record_stop_signals() {
@@ -22,10 +32,20 @@ void record_stop_signals() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
+  const sigset_t stop_signals = stop_signal_set();
+  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+}
+
+void hold_stop_signals_across_exec() {
+  const sigset_t stop_signals = stop_signal_set();
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Sent to this thread, where it is blocked (libraries' threads may have it unblocked and would
+  // take a process-wide one): pending, and execve keeps it.
+  if (g_signal != 0) std::raise(g_signal);
+}
+
+void unblock_after_failed_exec() {
+  const sigset_t stop_signals = stop_signal_set();
   sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 

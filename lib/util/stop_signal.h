@@ -9,6 +9,12 @@ namespace titan {
 // moment after exec is recorded, never the default kill. Idempotent.
 void record_stop_signals();
 
+// For a process about to replace itself by execv: blocks SIGTERM and SIGINT and makes a signal
+// recorded so far pending again, so that the new image's record_stop_signals() receives it.
+// `unblock_after_failed_exec()` undoes the blocking when execv returned.
+void hold_stop_signals_across_exec();
+void unblock_after_failed_exec();
+
 // record_stop_signals(), and ignores SIGPIPE so that a closed console pipe
 // (`titan-train ... | head`) fails writes instead of killing the run. Idempotent.
 void install_stop_signal_handlers();
