@@ -137,7 +137,8 @@ TEST_CASE(
   const std::string off = "--debug.batch_invariant false";
   REQUIRE(test::run_titan(args(dir + "/a_off", 3, 4, 2, off)).exit_code == 0);
   require_ranks_ok(test::run_ranks(dir, test::same_args(2, args(dir + "/c_off", 3, 2, 1, off))));
-  CHECK(step_lines_from(dir + "/a_off/fingerprint.log") != step_lines_from(dir + "/c_off/fingerprint.log"));
+  CHECK(step_lines_from(dir + "/a_off/fingerprint.log") !=
+        step_lines_from(dir + "/c_off/fingerprint.log"));
   auto plain = test::run_titan("compare " + dir + "/a_off " + dir + "/c_off");
   CHECK_THAT(plain.output, !Catch::Contains("batch-invariant"));
 }

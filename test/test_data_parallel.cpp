@@ -52,7 +52,6 @@ std::vector<double> losses(const std::string& fingerprint) {
   return out;
 }
 
-
 }  // namespace
 
 TEST_CASE("data parallel: 2 ranks x b sequences train as 1 rank x 2b, and the replicas agree",

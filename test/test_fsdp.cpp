@@ -28,11 +28,11 @@
 namespace titan {
 namespace {
 
+using test::fingerprint_step_lines;
 using test::kHsdp;
 using test::kReplicate;
 using test::run_ranks;
 using test::same_args;
-using test::fingerprint_step_lines;
 using test::tokens_dataset;
 using test::train_ranks;
 

@@ -21,13 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 std::vector<NamedTensor> zeros_for(const ModelArgs& args) {
   std::vector<NamedTensor> out;
   for (const auto& p : llama_parameter_shapes(args)) out.push_back({p.name, at::zeros(p.sizes)});
   return out;
 }
-
 
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
@@ -45,7 +43,8 @@ void write_hf_file(const std::string& path, const std::vector<NamedTensor>& tens
 }  // namespace
 
 TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]") {
-  const std::string good = format_hf_config(hf_config_for(test::tiny_model_args(), at::kFloat, false));
+  const std::string good =
+      format_hf_config(hf_config_for(test::tiny_model_args(), at::kFloat, false));
   const auto parse = [](const std::string& text) { return parse_hf_config(text, "config.json"); };
   CHECK(hf_config_mismatches(parse(good), test::tiny_model_args()).empty());
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
@@ -78,7 +77,8 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
   };
   for (const auto& [from, to, named] : cases) {
     INFO(to);
-    const auto mismatches = hf_config_mismatches(parse(replaced(good, from, to)), test::tiny_model_args());
+    const auto mismatches =
+        hf_config_mismatches(parse(replaced(good, from, to)), test::tiny_model_args());
     REQUIRE(mismatches.size() == 1);
     CHECK_THAT(mismatches[0], Catch::StartsWith(named));
   }
@@ -89,7 +89,8 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
              Catch::StartsWith("rope_scaling none in config.json, llama3 in the model"));
   const std::string both = replaced(replaced(good, "\"vocab_size\": 512", "\"vocab_size\": 500"),
                                     "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
-  const std::string error = test::config_error_message([&] { check_hf_config(parse(both), test::tiny_model_args(), "c.json"); });
+  const std::string error = test::config_error_message(
+      [&] { check_hf_config(parse(both), test::tiny_model_args(), "c.json"); });
   CHECK_THAT(error, Catch::StartsWith("c.json: does not describe this config's model (2 "
                                       "mismatches): num_hidden_layers 1"));
   CHECK_THAT(error, Catch::Contains("; vocab_size 500 in config.json"));
@@ -111,7 +112,8 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
              Catch::Contains("\"hidden_size\" is missing"));
   CHECK_THAT(test::config_error_message([&] { parse("{\"hidden_size\": 64.5}"); }),
              Catch::Contains("must be a non-negative integer"));
-  CHECK_THAT(test::config_error_message([&] { parse("{\"hidden_size\": 64"); }), Catch::Contains("JSON"));
+  CHECK_THAT(test::config_error_message([&] { parse("{\"hidden_size\": 64"); }),
+             Catch::Contains("JSON"));
   CHECK_THAT(test::config_error_message([&] { parse(replaced(good, "\"factor\": 8.0,", "")); }),
              Catch::Contains("llama3 rope scaling needs factor"));
   CHECK(python_float_repr(500000.0) == "500000.0");
@@ -131,12 +133,15 @@ TEST_CASE("hf: a wrong config.json stops the load before any weight is read", "[
       Catch::Contains(dir + "/ok/config.json: does not describe this config's model (1 "
                             "mismatch): rope_theta 500000 in config.json, rope_theta 10000"));
   fs::remove(dir + "/ok/config.json");
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/ok", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(dir + "/ok", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(dir + "/ok/config.json: No such file"));
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/none", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(dir + "/none", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(dir + "/none: no such file or folder"));
   fs::create_directories(dir + "/empty");
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/empty", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(dir + "/empty", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains("holds neither model.safetensors nor model.safetensors.index.json"));
 }
 
@@ -159,24 +164,28 @@ TEST_CASE("hf: missing, mis-shaped, unknown and misplaced tensors are refused na
   auto missing = hf;
   missing.erase(missing.begin() + 2);  // layers.0 k_proj
   auto f = folder_with(missing);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(f + "/model.safetensors: tensor "
                                  "\"model.layers.0.self_attn.k_proj.weight\" is missing"));
   auto shaped = hf;
   shaped[1].tensor = at::zeros({32, 64});
   f = folder_with(shaped);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(f + "/model.safetensors: tensor \"model.layers.0.self_attn.q_proj."
                                  "weight\" has shape [32, 64] there, [64, 64]"));
   auto integer = hf;
   integer[0].tensor = at::zeros({512, 64}, at::kLong);
   f = folder_with(integer);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
              Catch::Contains("\"model.embed_tokens.weight\" has dtype Long, not a floating type"));
   auto extra = hf;
   extra.push_back({"model.layers.2.mlp.up_proj.weight", at::zeros({192, 64})});
   f = folder_with(extra);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(f, test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(f + "/model.safetensors: tensor \"model.layers.2.mlp.up_proj.weight\" "
                                  "is not a parameter of this config's model (2 layers)"));
   auto rotary = hf;
@@ -190,7 +199,8 @@ TEST_CASE("hf: missing, mis-shaped, unknown and misplaced tensors are refused na
   // holds, and a shard name that leaves the folder.
   HfWriteOptions sharded;
   sharded.max_shard_bytes = 150000;
-  write_hf_checkpoint(dir + "/sharded", zeros_for(test::tiny_model_args()), test::tiny_model_args(), sharded);
+  write_hf_checkpoint(dir + "/sharded", zeros_for(test::tiny_model_args()), test::tiny_model_args(),
+                      sharded);
   const std::string index_path = dir + "/sharded/model.safetensors.index.json";
   const std::string index = test::read_text(index_path);
   // The shard the index gives a tensor.
@@ -204,7 +214,9 @@ TEST_CASE("hf: missing, mis-shaped, unknown and misplaced tensors are refused na
   REQUIRE(first != norm);
   test::write_text(index_path, replaced(index, "\"model.norm.weight\": \"" + norm,
                                         "\"model.norm.weight\": \"" + first));
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message([&] {
+               load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat);
+             }),
              Catch::Contains(norm +
                              ": holds tensor \"model.norm.weight\", which "
                              "model.safetensors.index.json places in " +
@@ -212,11 +224,15 @@ TEST_CASE("hf: missing, mis-shaped, unknown and misplaced tensors are refused na
   test::write_text(index_path,
                    replaced(index, "\"model.norm.weight\"",
                             "\"model.norm.bias\": \"" + norm + "\",\n    \"model.norm.weight\""));
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message([&] {
+               load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat);
+             }),
              Catch::Contains(norm + ": tensor \"model.norm.bias\" is missing "
                                     "(model.safetensors.index.json places it in this file)"));
   test::write_text(index_path, replaced(index, "\"" + first + "\"", "\"../escape\""));
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message([&] {
+               load_hf_checkpoint(dir + "/sharded", test::tiny_model_args(), at::kFloat);
+             }),
              Catch::Contains(index_path + ": names the shard \"../escape\", not a file beside it"));
 }
 
@@ -227,9 +243,11 @@ TEST_CASE("hf: oversized and non-regular files are refused naming the file", "[h
   const std::string weights = dir + "/big/model.safetensors";
   // A sparse file: bigger than any tiny model's weights can be, yet no disk space.
   fs::resize_file(weights, hf_max_file_bytes(test::tiny_model_args()) + 1);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat); }),
-             Catch::Contains(weights + ": is larger than the " +
-                             std::to_string(hf_max_file_bytes(test::tiny_model_args())) + " bytes"));
+  CHECK_THAT(
+      test::config_error_message(
+          [&] { load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat); }),
+      Catch::Contains(weights + ": is larger than the " +
+                      std::to_string(hf_max_file_bytes(test::tiny_model_args())) + " bytes"));
   fs::remove(weights);
   REQUIRE(::mkfifo(weights.c_str(), 0600) == 0);
   std::string refused;
@@ -241,11 +259,13 @@ TEST_CASE("hf: oversized and non-regular files are refused naming the file", "[h
   CHECK_THAT(refused, Catch::StartsWith(weights + ": is a FIFO"));
   fs::remove(weights);
   fs::create_directory(weights);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains(weights + ": Is a directory"));
   fs::remove(dir + "/big/config.json");
   REQUIRE(::mkfifo((dir + "/big/config.json").c_str(), 0600) == 0);
-  CHECK_THROWS_AS(load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat), FileRefused);
+  CHECK_THROWS_AS(load_hf_checkpoint(dir + "/big", test::tiny_model_args(), at::kFloat),
+                  FileRefused);
 }
 
 TEST_CASE("hf: the writer never overwrites, and replaces only a folder of its own", "[hf]") {
@@ -253,30 +273,36 @@ TEST_CASE("hf: the writer never overwrites, and replaces only a folder of its ow
   const auto params = zeros_for(test::tiny_model_args());
   HfWriteOptions o;
   write_hf_checkpoint(dir + "/out", params, test::tiny_model_args(), o);
-  CHECK_THAT(test::config_error_message([&] { write_hf_checkpoint(dir + "/out", params, test::tiny_model_args(), o); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { write_hf_checkpoint(dir + "/out", params, test::tiny_model_args(), o); }),
              Catch::Contains(dir + "/out: exists"));
   o.replace = true;
   o.dtype = at::kBFloat16;
   write_hf_checkpoint(dir + "/out/", params, test::tiny_model_args(), o);
   CHECK_THAT(test::read_text(dir + "/out/config.json"), Catch::Contains("\"bfloat16\""));
   test::write_text(dir + "/out/notes.txt", "mine");
-  CHECK_THAT(test::config_error_message([&] { write_hf_checkpoint(dir + "/out", params, test::tiny_model_args(), o); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { write_hf_checkpoint(dir + "/out", params, test::tiny_model_args(), o); }),
              Catch::Contains("holds \"notes.txt\", which a Hugging Face export does not write"));
   CHECK(fs::exists(dir + "/out/notes.txt"));
   test::write_text(dir + "/file", "x");
-  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/file", params, test::tiny_model_args(), o), FileRefused);
+  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/file", params, test::tiny_model_args(), o),
+                  FileRefused);
   fs::create_symlink(dir + "/out", dir + "/link");
-  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/link", params, test::tiny_model_args(), o), FileRefused);
-  CHECK_THAT(test::config_error_message([&] { write_hf_checkpoint(".", params, test::tiny_model_args(), o); }),
+  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/link", params, test::tiny_model_args(), o),
+                  FileRefused);
+  CHECK_THAT(test::config_error_message(
+                 [&] { write_hf_checkpoint(".", params, test::tiny_model_args(), o); }),
              Catch::Contains("names no new folder"));
   auto fewer = params;
   fewer.pop_back();
-  CHECK_THAT(test::config_error_message([&] { write_hf_checkpoint(dir + "/new", fewer, test::tiny_model_args(), o); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { write_hf_checkpoint(dir + "/new", fewer, test::tiny_model_args(), o); }),
              Catch::Contains("tensor \"output.weight\" is missing"));
   // An abort mid-write leaves neither the folder nor its temporary.
-  CHECK_THROWS_AS(
-      write_hf_checkpoint(dir + "/aborted", params, test::tiny_model_args(), HfWriteOptions{}, [] { return true; }),
-      WriteAborted);
+  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/aborted", params, test::tiny_model_args(),
+                                      HfWriteOptions{}, [] { return true; }),
+                  WriteAborted);
   CHECK_FALSE(fs::exists(dir + "/aborted"));
   CHECK_FALSE(fs::exists(dir + "/.aborted.tmp"));
   for (const auto& e : fs::directory_iterator(dir)) {

@@ -33,7 +33,6 @@ bool reference_present() {
   return fs::exists(data("hf_llama_reference.bin")) && fs::exists(data("hf_tiny/config.json"));
 }
 
-
 Transformer model_from(const std::vector<NamedTensor>& tensors) {
   Transformer model(test::tiny_model_args());
   check_parameters_match(*model, tensors, "hf_tiny", "");
@@ -101,7 +100,8 @@ TEST_CASE("hf: logits from an HF checkpoint match transformers' conventions to 1
   if (!reference_present()) TITAN_SKIP("test/data/hf_* is absent: scripts/reference/generate.sh");
   const auto ref = test::load_reference_state(data("hf_llama_reference.bin"));
   HfLoadReport report;
-  auto model = model_from(load_hf_checkpoint(data("hf_tiny"), test::tiny_model_args(), at::kFloat, &report));
+  auto model =
+      model_from(load_hf_checkpoint(data("hf_tiny"), test::tiny_model_args(), at::kFloat, &report));
   CHECK(report.tied);
   torch::NoGradGuard no_grad;
   const auto logits = model->forward(ref.tensor("inputs"));

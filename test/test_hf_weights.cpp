@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // Random parameters of the model `args` builds, float32, output.weight its own.
 std::vector<NamedTensor> random_parameters(const ModelArgs& args, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -61,7 +60,6 @@ HfWriteOptions options(at::ScalarType dtype, uint64_t shard_bytes = kHfDefaultSh
   o.max_shard_bytes = shard_bytes;
   return o;
 }
-
 
 }  // namespace
 
@@ -135,7 +133,8 @@ TEST_CASE("hf: HF -> titan-train -> HF is byte-identical", "[hf]") {
     for (const uint64_t shard : {kHfDefaultShardBytes, uint64_t(60000)}) {
       const auto original = random_parameters(test::tiny_model_args(), 3);
       const std::string a = dir + fmt::format("/a{}", shard), b = dir + fmt::format("/b{}", shard);
-      const auto first = write_hf_checkpoint(a, original, test::tiny_model_args(), options(at::kFloat, shard));
+      const auto first =
+          write_hf_checkpoint(a, original, test::tiny_model_args(), options(at::kFloat, shard));
       if (shard == kHfDefaultShardBytes) {
         CHECK(first.files == std::vector<std::string>{"model.safetensors", "config.json"});
       } else {  // shards, the index, config.json
@@ -155,7 +154,8 @@ TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[
   const auto dir = test::temp_dir("hf_shards");
   const auto original = random_parameters(test::tiny_model_args(), 4);
   write_hf_checkpoint(dir + "/one", original, test::tiny_model_args(), options(at::kBFloat16));
-  write_hf_checkpoint(dir + "/many", original, test::tiny_model_args(), options(at::kBFloat16, 40000));
+  write_hf_checkpoint(dir + "/many", original, test::tiny_model_args(),
+                      options(at::kBFloat16, 40000));
   CHECK(fs::exists(dir + "/one/model.safetensors"));
   CHECK_FALSE(fs::exists(dir + "/one/model.safetensors.index.json"));
   size_t shards = 0;
@@ -165,12 +165,14 @@ TEST_CASE("hf: sharded and single-file checkpoints load to the same tensors", "[
   CHECK(shards > 4);
   CHECK(fs::exists(dir + fmt::format("/many/model-00001-of-{:05d}.safetensors", shards)));
   const auto one = load_hf_checkpoint(dir + "/one", test::tiny_model_args(), at::kFloat);
-  const auto many =
-      load_hf_checkpoint(dir + "/many/model.safetensors.index.json", test::tiny_model_args(), at::kFloat);
+  const auto many = load_hf_checkpoint(dir + "/many/model.safetensors.index.json",
+                                       test::tiny_model_args(), at::kFloat);
   check_same_tensors(one, many);
-  check_same_tensors(one, load_hf_checkpoint(dir + "/one/model.safetensors", test::tiny_model_args(), at::kFloat));
+  check_same_tensors(
+      one, load_hf_checkpoint(dir + "/one/model.safetensors", test::tiny_model_args(), at::kFloat));
   const std::string index = bytes_of(dir + "/many/model.safetensors.index.json");
-  CHECK_THAT(index, Catch::Contains("\"total_size\": " + std::to_string(test::tiny_model_args().num_params() * 2)));
+  CHECK_THAT(index, Catch::Contains("\"total_size\": " +
+                                    std::to_string(test::tiny_model_args().num_params() * 2)));
   CHECK_THAT(index, Catch::Contains(fmt::format(
                         "\"lm_head.weight\": \"model-{0:05d}-of-{0:05d}.safetensors\"", shards)));
 }
@@ -195,8 +197,9 @@ TEST_CASE("hf: bf16 and f16 files are converted to the training dtype", "[hf]") 
       }
     }
   }
-  CHECK_THROWS_AS(write_hf_checkpoint(dir + "/f64", original, test::tiny_model_args(), options(at::kDouble)),
-                  RuntimeFailure);
+  CHECK_THROWS_AS(
+      write_hf_checkpoint(dir + "/f64", original, test::tiny_model_args(), options(at::kDouble)),
+      RuntimeFailure);
   CHECK_FALSE(fs::exists(dir + "/f64"));
 }
 
@@ -218,7 +221,9 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   const auto loaded = load_hf_checkpoint(dir + "/tied", test::tiny_model_args(), at::kFloat);
   check_same_tensors(loaded, params);
   // Equal but the flavor does not tie: lm_head is written.
-  CHECK_FALSE(write_hf_checkpoint(dir + "/equal", params, test::tiny_model_args(), options(at::kFloat)).tied);
+  CHECK_FALSE(
+      write_hf_checkpoint(dir + "/equal", params, test::tiny_model_args(), options(at::kFloat))
+          .tied);
   CHECK(hf_ties_embeddings(Flavor::k1B));
   CHECK_FALSE(hf_ties_embeddings(Flavor::k8B));
 
@@ -228,7 +233,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
                  "\"tie_word_embeddings\": true");
   test::write_text(dir + "/untied/config.json", config);
   HfLoadReport report;
-  const auto overridden = load_hf_checkpoint(dir + "/untied", test::tiny_model_args(), at::kFloat, &report);
+  const auto overridden =
+      load_hf_checkpoint(dir + "/untied", test::tiny_model_args(), at::kFloat, &report);
   CHECK(report.tied);
   CHECK(same_tensor_bits(overridden.back().tensor, overridden.front().tensor));
   REQUIRE(report.notes.size() == 1);
@@ -237,7 +243,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   config.replace(config.find("\"tie_word_embeddings\": true"), 27,
                  "\"tie_word_embeddings\": false");
   test::write_text(dir + "/tied/config.json", config);
-  CHECK_THAT(test::config_error_message([&] { load_hf_checkpoint(dir + "/tied", test::tiny_model_args(), at::kFloat); }),
+  CHECK_THAT(test::config_error_message(
+                 [&] { load_hf_checkpoint(dir + "/tied", test::tiny_model_args(), at::kFloat); }),
              Catch::Contains("tensor \"lm_head.weight\" is missing (config.json does not set "
                              "tie_word_embeddings)"));
 }

@@ -206,8 +206,8 @@ TEST_CASE(
       "open(\"{4}/listening\", \"w\").close(); time.sleep(60)' & "
       "for i in $(seq 1200); do [ -e {4}/listening ] && break; sleep 0.1; done; "
       "env {1} RANK=0 LOCAL_RANK=0 timeout 60 {2} {3} 2>&1; kill $!",
-      port, env, test::binary(),
-      test::tiny_run(dir + "/busy", 1, "--comm.init_timeout_seconds 5"), dir));
+      port, env, test::binary(), test::tiny_run(dir + "/busy", 1, "--comm.init_timeout_seconds 5"),
+      dir));
   INFO(busy.output);
   CHECK_THAT(busy.output, Catch::Contains("rank 0 cannot serve the rendezvous store on port " +
                                           std::to_string(port)));

@@ -66,33 +66,36 @@ TEST_CASE(
   test::write_text(dir + "/plain/c4-train.00001-of-00002.json", second);
   write_gzip(dir + "/gz/c4-train.00000-of-00002.json.gz", first);
   write_gzip(dir + "/gz/c4-train.00001-of-00002.json.gz", second);
-  auto plain = test::run_titan(
-      test::tiny_run_seq32(dir + "/a", 3, "--training.dataset c4 --training.dataset_path " + dir + "/plain"));
+  auto plain = test::run_titan(test::tiny_run_seq32(
+      dir + "/a", 3, "--training.dataset c4 --training.dataset_path " + dir + "/plain"));
   INFO(plain.output);
   REQUIRE(plain.exit_code == 0);
   CHECK_THAT(plain.output, Catch::Contains("(2 files, 160 documents)"));
-  auto gz = test::run_titan(
-      test::tiny_run_seq32(dir + "/b", 3, "--training.dataset c4 --training.dataset_path " + dir + "/gz"));
+  auto gz = test::run_titan(test::tiny_run_seq32(
+      dir + "/b", 3, "--training.dataset c4 --training.dataset_path " + dir + "/gz"));
   REQUIRE(gz.exit_code == 0);
-  CHECK(test::fingerprint_step_lines(dir + "/a/fingerprint.log") == test::fingerprint_step_lines(dir + "/b/fingerprint.log"));
+  CHECK(test::fingerprint_step_lines(dir + "/a/fingerprint.log") ==
+        test::fingerprint_step_lines(dir + "/b/fingerprint.log"));
   // c4_test's default path is relative to the working directory, as torchtitan's.
-  auto missing = test::run_shell("cd " + dir + " && " + test::binary() + " " +
-                                 test::tiny_run_seq32(dir + "/c", 1, "--training.dataset c4_test") + " 2>&1");
+  auto missing =
+      test::run_shell("cd " + dir + " && " + test::binary() + " " +
+                      test::tiny_run_seq32(dir + "/c", 1, "--training.dataset c4_test") + " 2>&1");
   CHECK_THAT(missing.output, Catch::Contains("dataset \"c4_test\" reads tests/assets/c4_test "
                                              "(its default path), which does not exist") &&
                                  Catch::Contains("tests/assets/c4_test/data.json"));
   CHECK_FALSE(fs::exists(dir + "/c"));
   fs::create_directories(dir + "/tests/assets/c4_test");
   test::write_text(dir + "/tests/assets/c4_test/data.json", first);
-  auto found = test::run_shell("cd " + dir + " && " + test::binary() + " " +
-                               test::tiny_run_seq32(dir + "/d", 1, "--training.dataset c4_test") + " 2>&1");
+  auto found =
+      test::run_shell("cd " + dir + " && " + test::binary() + " " +
+                      test::tiny_run_seq32(dir + "/d", 1, "--training.dataset c4_test") + " 2>&1");
   CHECK_THAT(found.output, Catch::Contains("data: c4_test tests/assets/c4_test (1 files, 120"));
   // A corrupt shard is named.
   std::string bytes = test::read_text(dir + "/gz/c4-train.00000-of-00002.json.gz");
   bytes.resize(bytes.size() / 2);
   test::write_text(dir + "/gz/c4-train.00000-of-00002.json.gz", bytes);
-  auto cut = test::run_titan(
-      test::tiny_run_seq32(dir + "/e", 1, "--training.dataset c4 --training.dataset_path " + dir + "/gz"));
+  auto cut = test::run_titan(test::tiny_run_seq32(
+      dir + "/e", 1, "--training.dataset c4 --training.dataset_path " + dir + "/gz"));
   CHECK(cut.exit_code == 2);
   CHECK_THAT(cut.output, Catch::Contains("c4-train.00000-of-00002.json.gz: cannot decompress"));
 }
@@ -109,7 +112,8 @@ TEST_CASE(
       "/val --validation.freq 2 --validation.steps 3 --validation.local_batch_size 2 "
       "--validation.seq_len 32 --metrics.enable_tensorboard --lr_scheduler.total_steps 6";
   // One schedule for every run: a run stopped at step 3 resumes into the same learning rates.
-  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/plain", 6, "--lr_scheduler.total_steps 6")).exit_code == 0);
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/plain", 6, "--lr_scheduler.total_steps 6"))
+              .exit_code == 0);
   auto straight = test::run_titan(test::tiny_run_seq32(dir + "/straight", 6, validate));
   INFO(straight.output);
   REQUIRE(straight.exit_code == 0);
@@ -122,12 +126,14 @@ TEST_CASE(
   // Stopped after step 3 (a checkpoint), resumed to 6: validates on the same batches.
   const std::string ckpt =
       " --checkpoint.enable --checkpoint.interval 3 --checkpoint.last_save_model_only false";
-  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/resumed", 3, validate + ckpt)).exit_code == 0);
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/resumed", 3, validate + ckpt)).exit_code ==
+          0);
   auto resumed = test::run_titan(test::tiny_run_seq32(dir + "/resumed", 6, validate + ckpt));
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(validation_losses(dir + "/resumed/metrics.jsonl") == losses);
-  CHECK(test::fingerprint_step_lines(dir + "/resumed/fingerprint.log") == test::fingerprint_step_lines(dir + "/plain/fingerprint.log"));
+  CHECK(test::fingerprint_step_lines(dir + "/resumed/fingerprint.log") ==
+        test::fingerprint_step_lines(dir + "/plain/fingerprint.log"));
 }
 
 TEST_CASE(
@@ -167,14 +173,15 @@ TEST_CASE(
   }
   CHECK(test::fingerprint_step_lines(dir + "/libtorch/fingerprint.log") ==
         test::fingerprint_step_lines(dir + "/titan/fingerprint.log"));
-  auto small = test::run_titan(
-      test::tiny_run_seq32(dir + "/bad", 1, "--profiling.enable_profiling --profiling.profile_freq 2"));
+  auto small = test::run_titan(test::tiny_run_seq32(
+      dir + "/bad", 1, "--profiling.enable_profiling --profiling.profile_freq 2"));
   CHECK(small.exit_code == 2);
   CHECK_THAT(
       small.output,
       Catch::Contains(
           "profiling.profile_freq: 2 is shorter than profiler_warmup + profiler_active = 4"));
-  auto snapshot = test::run_titan(test::tiny_run_seq32(dir + "/snapshot", 1, "--profiling.enable_memory_snapshot"));
+  auto snapshot = test::run_titan(
+      test::tiny_run_seq32(dir + "/snapshot", 1, "--profiling.enable_memory_snapshot"));
   CHECK_THAT(snapshot.output, Catch::Contains("memory snapshot: CUDA-only"));
 }
 
@@ -193,50 +200,55 @@ TEST_CASE(
   for (const std::string part : {"optimizer", "dataloader"}) {
     const std::string run = dir + "/" + part;
     REQUIRE(test::run_titan(test::tiny_run_seq32(run, 2, full)).exit_code == 0);
-    auto r = test::run_titan(test::tiny_run_seq32(run, 4, full + " --checkpoint.exclude_from_loading " + part));
+    auto r = test::run_titan(
+        test::tiny_run_seq32(run, 4, full + " --checkpoint.exclude_from_loading " + part));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("not loaded: " + part));
-    CHECK(test::fingerprint_step_lines(run + "/fingerprint.log") != test::fingerprint_step_lines(dir + "/straight/fingerprint.log"));
+    CHECK(test::fingerprint_step_lines(run + "/fingerprint.log") !=
+          test::fingerprint_step_lines(dir + "/straight/fingerprint.log"));
   }
   REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/all", 2, full)).exit_code == 0);
   REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/all", 4, full)).exit_code == 0);
-  CHECK(test::fingerprint_step_lines(dir + "/all/fingerprint.log") == test::fingerprint_step_lines(dir + "/straight/fingerprint.log"));
-  auto bad =
-      test::run_titan(test::tiny_run_seq32(dir + "/bad", 1, full + " --checkpoint.exclude_from_loading optimiser"));
+  CHECK(test::fingerprint_step_lines(dir + "/all/fingerprint.log") ==
+        test::fingerprint_step_lines(dir + "/straight/fingerprint.log"));
+  auto bad = test::run_titan(
+      test::tiny_run_seq32(dir + "/bad", 1, full + " --checkpoint.exclude_from_loading optimiser"));
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("did you mean \"optimizer\"?"));
   // load_only writes no checkpoint; enable_first_step_checkpoint adds step-1.
   REQUIRE(
-      test::run_titan(test::tiny_run_seq32(dir + "/load_only", 2, full + " --checkpoint.load_only")).exit_code ==
-      0);
-  CHECK_FALSE(fs::exists(dir + "/load_only/checkpoint"));
-  REQUIRE(
-      test::run_titan(test::tiny_run_seq32(dir + "/first", 3, full + " --checkpoint.enable_first_step_checkpoint"))
+      test::run_titan(test::tiny_run_seq32(dir + "/load_only", 2, full + " --checkpoint.load_only"))
           .exit_code == 0);
+  CHECK_FALSE(fs::exists(dir + "/load_only/checkpoint"));
+  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/first", 3,
+                                               full + " --checkpoint.enable_first_step_checkpoint"))
+              .exit_code == 0);
   CHECK(fs::exists(dir + "/first/checkpoint/step-1"));
   // A seed checkpoint: step-0 with the initial weights, no step trained; a run resumes from it at
   // step 0 as from the same weights through initial_load_path.
-  auto seed = test::run_titan(
-      test::tiny_run_seq32(dir + "/seed", 3, "--checkpoint.enable --checkpoint.create_seed_checkpoint"));
+  auto seed = test::run_titan(test::tiny_run_seq32(
+      dir + "/seed", 3, "--checkpoint.enable --checkpoint.create_seed_checkpoint"));
   INFO(seed.output);
   REQUIRE(seed.exit_code == 0);
   CHECK(fs::exists(dir + "/seed/checkpoint/step-0"));
   CHECK_FALSE(fs::exists(dir + "/seed/checkpoint/step-1"));
-  auto from_seed = test::run_titan(test::tiny_run_seq32(dir + "/seed", 3, "--checkpoint.enable --debug.seed 99"));
+  auto from_seed = test::run_titan(
+      test::tiny_run_seq32(dir + "/seed", 3, "--checkpoint.enable --debug.seed 99"));
   REQUIRE(from_seed.exit_code == 0);
   CHECK_THAT(from_seed.output, Catch::Contains("is a seed checkpoint"));
   REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/initial", 3,
-                               "--debug.seed 99 --checkpoint.initial_load_path " + dir +
-                                   "/seed/checkpoint/step-0"))
+                                               "--debug.seed 99 --checkpoint.initial_load_path " +
+                                                   dir + "/seed/checkpoint/step-0"))
               .exit_code == 0);
-  CHECK(test::fingerprint_step_lines(dir + "/seed/fingerprint.log") == test::fingerprint_step_lines(dir + "/initial/fingerprint.log"));
+  CHECK(test::fingerprint_step_lines(dir + "/seed/fingerprint.log") ==
+        test::fingerprint_step_lines(dir + "/initial/fingerprint.log"));
   // initial_load_model_only = false: the whole state, step included.
-  auto whole = test::run_titan(
-      test::tiny_run_seq32(dir + "/whole", 4,
-           "--lr_scheduler.total_steps 4 --checkpoint.initial_load_model_only false "
-           "--checkpoint.initial_load_path " +
-               dir + "/straight/checkpoint/step-2"));
+  auto whole = test::run_titan(test::tiny_run_seq32(
+      dir + "/whole", 4,
+      "--lr_scheduler.total_steps 4 --checkpoint.initial_load_model_only false "
+      "--checkpoint.initial_load_path " +
+          dir + "/straight/checkpoint/step-2"));
   INFO(whole.output);
   REQUIRE(whole.exit_code == 0);
   const std::string lines = test::fingerprint_step_lines(dir + "/whole/fingerprint.log");

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "catch_torch.h"
 #include "config/loader.h"
@@ -106,10 +108,11 @@ TEST_CASE("torchtitan keys: a no-effect key at another value is named at start a
   const auto dir = test::temp_dir("tt_no_effect");
   auto plain = test::run_titan(test::tiny_run_seq32(dir + "/plain", 3));
   REQUIRE(plain.exit_code == 0);
-  auto knobs = test::run_titan(test::tiny_run_seq32(dir + "/knobs", 3,
-                                    "--compile.enable --training.gc_freq 7 --checkpoint.async_mode "
-                                    "async --training.dataloader.num_workers 4 "
-                                    "--parallelism.enable_async_tensor_parallel"));
+  auto knobs = test::run_titan(
+      test::tiny_run_seq32(dir + "/knobs", 3,
+                           "--compile.enable --training.gc_freq 7 --checkpoint.async_mode "
+                           "async --training.dataloader.num_workers 4 "
+                           "--parallelism.enable_async_tensor_parallel"));
   INFO(knobs.output);
   REQUIRE(knobs.exit_code == 0);
   CHECK_THAT(knobs.output,
@@ -146,7 +149,8 @@ TEST_CASE("torchtitan keys: lr_scheduler.total_steps is the schedule's length", 
   const std::string common = "--lr_scheduler.warmup_steps 2 --lr_scheduler.decay_ratio 0.5";
   REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/short", 4, common)).exit_code == 0);
   REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/long", 8, common)).exit_code == 0);
-  REQUIRE(test::run_titan(test::tiny_run_seq32(dir + "/horizon", 4, common + " --lr_scheduler.total_steps 8"))
+  REQUIRE(test::run_titan(
+              test::tiny_run_seq32(dir + "/horizon", 4, common + " --lr_scheduler.total_steps 8"))
               .exit_code == 0);
   // A 4-step run with an 8-step schedule takes the first 4 learning rates of the 8-step run.
   auto lrs = [](const std::string& path) {
@@ -164,13 +168,23 @@ TEST_CASE("torchtitan keys: lr_scheduler.total_steps is the schedule's length", 
   REQUIRE(horizon.size() == 4);
   CHECK(std::vector<std::string>(long_run.begin(), long_run.begin() + 4) == horizon);
   CHECK(lrs(dir + "/short/fingerprint.log") != horizon);
+  // A schedule that ends before the run is refused before any output, naming both keys.
+  const auto shorter = test::run_titan(
+      test::tiny_run_seq32(dir + "/shorter", 4, common + " --lr_scheduler.total_steps 2"));
+  INFO(shorter.output);
+  CHECK(shorter.exit_code == 2);
+  CHECK_THAT(shorter.output,
+             Catch::Contains("lr_scheduler.total_steps: 2 steps end the schedule before the run's "
+                             "last step (training.steps = 4)") &&
+                 Catch::Contains("hint: set lr_scheduler.total_steps to at least training.steps"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/shorter"));
 }
 
 TEST_CASE("torchtitan keys: print_config logs the config as JSON, save_config_file writes it",
           "[config][torchtitan]") {
   const auto dir = test::temp_dir("tt_print_config");
-  auto r = test::run_titan(
-      test::tiny_run_seq32(dir + "/run", 1, "--job.print_config --job.save_config_file saved/job_config.json"));
+  auto r = test::run_titan(test::tiny_run_seq32(
+      dir + "/run", 1, "--job.print_config --job.save_config_file saved/job_config.json"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("config (job.print_config):"));
@@ -178,9 +192,37 @@ TEST_CASE("torchtitan keys: print_config logs the config as JSON, save_config_fi
   CHECK(valid_json(json));
   CHECK_THAT(json, Catch::Contains("\"dataloader\": {") && Catch::Contains("\"float8\": {") &&
                        Catch::Contains("\"print_config\": true"));
-  auto outside = test::run_titan(test::tiny_run_seq32(dir + "/bad", 1, "--job.save_config_file ../x.json"));
+  auto outside =
+      test::run_titan(test::tiny_run_seq32(dir + "/bad", 1, "--job.save_config_file ../x.json"));
   CHECK(outside.exit_code == 2);
   CHECK_THAT(outside.output, Catch::Contains("is not a file name inside job.dump_folder"));
+}
+
+TEST_CASE(
+    "torchtitan keys: save_config_file naming one of the run's own files or folders is exit 2 "
+    "before any output",
+    "[config][torchtitan]") {
+  const auto dir = test::temp_dir("tt_save_config_own");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {".titan-train.lock", "its lock file .titan-train.lock"},
+      {"metrics.jsonl", "its metrics file metrics.jsonl"},
+      {"./fingerprint.rank1.log", "its fingerprint file fingerprint.rank1.log"},
+      {"checkpoint/step-9", "its checkpoint folder checkpoint"},
+      {"tb", "its TensorBoard folder tb"},
+      {"capture/x.json", "its capture folder capture"},
+  };
+  for (const auto& [name, own] : cases) {
+    const auto r =
+        test::run_titan(test::tiny_run(dir + "/run", 1, "--job.save_config_file " + name));
+    INFO(name << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output,
+               Catch::Contains("job.save_config_file: \"" + name + "\" is the run's own: " + own));
+    CHECK_FALSE(std::filesystem::exists(dir + "/run"));
+  }
+  // A name beside them is the user's.
+  CHECK(test::run_titan(test::tiny_run(dir + "/run", 1, "--job.save_config_file checkpoints.json"))
+            .exit_code == 0);
 }
 
 TEST_CASE("torchtitan keys: the console line has torchtitan's colours on a terminal only",
@@ -223,10 +265,10 @@ TEST_CASE(
                             std::regex("Of torchtitan v0\\.2\\.2's (\\d+) keys: (\\d+) work, "
                                        "(\\d+) have no effect, (\\d+) are refused")));
   const std::string readme = test::read_text(test::source_dir() + "/README.md");
-  CHECK_THAT(readme, Catch::Contains("Of its " + counts.str(1) + " keys, " + counts.str(2) +
-                                     " **work**") &&
-                         Catch::Contains(counts.str(3) + " performance-only knobs") &&
-                         Catch::Contains(counts.str(4) + " that would change the model"));
+  CHECK_THAT(readme,
+             Catch::Contains("Of its " + counts.str(1) + " keys, " + counts.str(2) + " **work**") &&
+                 Catch::Contains(counts.str(3) + " performance-only knobs") &&
+                 Catch::Contains(counts.str(4) + " that would change the model"));
 }
 
 }  // namespace titan

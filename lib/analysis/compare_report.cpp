@@ -108,9 +108,6 @@ void append_numerics(std::string& out, const NumericsComparison& n) {
 
 // ---- JSON -----------------------------------------------------------------------------------
 
-// JSON has no NaN or infinity: those become null.
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v) : "null"; }
-
 template <class T, class F>
 std::string json_array(const std::vector<T>& items, F&& render) {
   std::string out = "[";
@@ -125,8 +122,8 @@ std::string json_field(const std::optional<FieldDifference>& d) {
                   json_quoted(d->a_text), json_quoted(d->b_text));
   if (d->numeric) {
     out += fmt::format(R"(, "a_value": {}, "b_value": {}, "abs_diff": {}, "rel_diff": {})",
-                       json_number(d->a), json_number(d->b), json_number(d->abs_diff),
-                       json_number(d->rel_diff));
+                       json_double(d->a), json_double(d->b), json_double(d->abs_diff),
+                       json_double(d->rel_diff));
   }
   return out + "}";
 }
@@ -142,12 +139,12 @@ std::string json_entry(const std::optional<NumericsEntry>& e) {
           return fmt::format(R"({{"meta": {}, "checksum": {}, "max_abs": {}}})",
                              json_quoted(format_op_output_meta(o)),
                              o.hashed ? json_quoted(fmt::format("{:016x}", o.checksum)) : "null",
-                             o.max_abs ? json_number(*o.max_abs) : "null");
+                             o.max_abs ? json_double(*o.max_abs) : "null");
         }));
   } else {
     out += fmt::format(R"(, "tensor": {}, "checksum": "{:016x}", "mean": {}, "max_abs": {})",
-                       json_quoted(e->name), e->stats.checksum, json_number(e->stats.mean),
-                       json_number(e->stats.max_abs));
+                       json_quoted(e->name), e->stats.checksum, json_double(e->stats.mean),
+                       json_double(e->stats.max_abs));
   }
   return out + "}";
 }
@@ -210,8 +207,8 @@ std::string format_comparison_json(const Comparison& c) {
   });
   auto growth = json_array(c.loss_growth, [](const LossRow& r) {
     return fmt::format(R"({{"step": {}, "a": {}, "b": {}, "abs_diff": {}, "rel_diff": {}}})",
-                       r.step, json_number(r.a), json_number(r.b), json_number(r.abs_diff),
-                       json_number(r.rel_diff));
+                       r.step, json_double(r.a), json_double(r.b), json_double(r.abs_diff),
+                       json_double(r.rel_diff));
   });
   std::string out = "{";
   out += fmt::format(R"("a": {}, "b": {}, )", json_quoted(c.a.arg), json_quoted(c.b.arg));
@@ -221,8 +218,8 @@ std::string format_comparison_json(const Comparison& c) {
   out += fmt::format(R"("steps_a": {}, "steps_b": {}, "common_steps": {}, )", c.steps_a, c.steps_b,
                      c.common_steps);
   out += fmt::format(R"("tolerance": {}, "identical": {}, "diverged": {}, "max_rel_diff": {}, )",
-                     c.tolerance ? json_number(*c.tolerance) : "null", c.identical, c.diverged(),
-                     json_number(c.max_rel_diff));
+                     c.tolerance ? json_double(*c.tolerance) : "null", c.identical, c.diverged(),
+                     json_double(c.max_rel_diff));
   const auto& divergent = c.tolerance ? c.first_beyond_tolerance : c.first_difference;
   out += fmt::format(R"("divergent_step": {}, )",
                      c.diverged() ? std::to_string(divergent->step) : "null");

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace titan {
 
@@ -92,6 +93,38 @@ std::string RunFolder::make(RunSubfolder folder) const {
   }
   // Inside the dump folder every component is titan-train's: none may be a link.
   return make_output_folder_below(path_, path.substr(path_.size() + 1));
+}
+
+std::string RunFolder::own_use_of(const std::string& name) const {
+  const std::string normal = std::filesystem::path(name).lexically_normal().string();
+  const std::pair<RunFile, const char*> files[] = {{RunFile::kConfig, "resolved config"},
+                                                   {RunFile::kMetrics, "metrics"},
+                                                   {RunFile::kFingerprint, "fingerprint"},
+                                                   {RunFile::kNumerics, "numerics trace"},
+                                                   {RunFile::kLock, "lock"}};
+  for (const auto& [file, what] : files) {
+    if (rank_of_copy(file, normal)) return std::string("its ") + what + " file " + normal;
+  }
+  const std::pair<RunSubfolder, const char*> folders[] = {
+      {RunSubfolder::kCheckpoint, "checkpoint"},
+      {RunSubfolder::kTensorBoard, "TensorBoard"},
+      {RunSubfolder::kRerun, "rerun report"},
+      {RunSubfolder::kPrecision, "precision report"},
+      {RunSubfolder::kCapture, "capture"},
+      {RunSubfolder::kAcDebug, "recompute trace"},
+      {RunSubfolder::kProfileTraces, "profiler trace"},
+      {RunSubfolder::kMemorySnapshots, "memory snapshot"},
+      {RunSubfolder::kCommTraces, "flight recorder"}};
+  for (const auto& [folder, what] : folders) {
+    const std::string path = subfolder(folder);
+    if (path.compare(0, path_.size() + 1, path_ + "/") != 0) continue;  // outside (absolute)
+    const std::string relative =
+        std::filesystem::path(path.substr(path_.size() + 1)).lexically_normal().string();
+    if (normal == relative || normal.compare(0, relative.size() + 1, relative + "/") == 0) {
+      return std::string("its ") + what + " folder " + relative;
+    }
+  }
+  return "";
 }
 
 std::string RunFolder::report(RunSubfolder folder, const std::string& name, int64_t rank) const {

@@ -78,6 +78,11 @@ class RunFolder {
   // job.save_config_file's path, or "" when none is named.
   std::string config_json() const { return config_json_.empty() ? "" : path_ + "/" + config_json_; }
 
+  // What the run itself keeps at `name`, a path relative to the dump folder: "its lock
+  // .titan-train.lock", "its checkpoint folder checkpoint", ...; "" when the run uses no such
+  // path (another of the user's files may go there).
+  std::string own_use_of(const std::string& name) const;
+
   // A report file in a subfolder: rank `rank`'s copy of `name` there.
   std::string report(RunSubfolder folder, const std::string& name, int64_t rank = 0) const;
 

@@ -11,6 +11,10 @@
 
 namespace titan::schema {
 
+// Why the data loader's worker and prefetch keys have no effect here.
+inline constexpr const char* kNoWorkers =
+    "titan-train's loader reads in the training thread, with no worker processes";
+
 inline FieldSpec field(const char* section, const char* key, FieldTarget target, const char* help) {
   FieldSpec spec;
   spec.section = section;

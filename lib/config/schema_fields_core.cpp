@@ -5,9 +5,6 @@
 namespace titan::schema {
 namespace {
 
-constexpr const char* kNoWorkers =
-    "titan-train's loader reads in the training thread, with no worker processes";
-
 void add_job(Config& c, std::vector<FieldSpec>& out) {
   auto& j = c.job;
   out.push_back(

@@ -12,8 +12,6 @@ constexpr const char* kConvertersOnly =
     "read only by model.converters (float8, mx), which titan-train refuses";
 constexpr const char* kFaultToleranceOnly =
     "read only by fault_tolerance.enable, which titan-train refuses";
-constexpr const char* kNoWorkers =
-    "titan-train's loader reads in the training thread, with no worker processes";
 
 void add_profiling(Config& c, std::vector<FieldSpec>& out) {
   auto& p = c.profiling;

@@ -105,6 +105,19 @@ void check_checkpoint(const Config& config) {
   }
 }
 
+// A schedule shorter than the run leaves the steps after it without a learning rate (its decay
+// would extrapolate past the end: a negative or infinite lr).
+void check_lr_schedule(const Config& config) {
+  const std::optional<int64_t>& total = config.lr_scheduler.total_steps;
+  if (!total || *total >= config.training.steps) return;
+  throw ConfigError(where(config, "lr_scheduler.total_steps"),
+                    fmt::format("{} steps end the schedule before the run's last step "
+                                "({} = {})",
+                                *total, where(config, "training.steps"), config.training.steps),
+                    "set lr_scheduler.total_steps to at least training.steps, or leave it unset "
+                    "(the schedule then spans training.steps)");
+}
+
 void check_metrics(const Config& config) {
   const std::string& folder = config.metrics.save_tb_folder;
   if (std::filesystem::path(folder).is_absolute() || !stays_inside(folder)) {
@@ -288,6 +301,7 @@ void validate(const Config& config) {
   check_dataset(config);
   check_activation_checkpoint(config);
   check_checkpoint(config);
+  check_lr_schedule(config);
   check_metrics(config);
   check_parallelism(config);
   check_cpu_linear(config);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "config/loader.h"
+#include "config/run_folder.h"
 #include "config/schema.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -86,6 +87,14 @@ void check_output_names(const Config& config) {
     throw ConfigError(key_location(config, "job.save_config_file"),
                       fmt::format("\"{}\" is not a file name inside job.dump_folder", name),
                       "name a file, e.g. save_config_file = \"job_config.json\"");
+  }
+  // The run's own files: writing the JSON there would replace its lock, metrics or checkpoints.
+  const std::string own = name.empty() ? "" : RunFolder(config).own_use_of(name);
+  if (!own.empty()) {
+    throw ConfigError(key_location(config, "job.save_config_file"),
+                      fmt::format("\"{}\" is the run's own: {}", name, own),
+                      "name a file the run does not write, e.g. save_config_file = "
+                      "\"job_config.json\"");
   }
   const std::pair<const char*, const std::string*> folders[] = {
       {"profiling.save_traces_folder", &config.profiling.save_traces_folder},

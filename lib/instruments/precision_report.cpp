@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "util/strings.h"
+
 namespace titan {
 namespace {
 
@@ -16,17 +18,14 @@ at::Tensor as_float64(const at::Tensor& t) {
   return v.to(at::kDouble);
 }
 
-// A number JSON can carry: non-finite values become null.
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
-
 std::string json_error(const RelativeError& e) {
-  return fmt::format("\"rel_error\": {}, \"rms_rel_error\": {}", json_number(e.max_rel),
-                     json_number(e.rms_rel));
+  return fmt::format("\"rel_error\": {}, \"rms_rel_error\": {}", json_float(e.max_rel),
+                     json_float(e.rms_rel));
 }
 
 std::string json_scalar(const ScalarPrecision& s) {
-  return fmt::format("\"run\": {}, \"reference\": {}, \"rel_error\": {}", json_number(s.run),
-                     json_number(s.reference), json_number(s.rel_error));
+  return fmt::format("\"run\": {}, \"reference\": {}, \"rel_error\": {}", json_float(s.run),
+                     json_float(s.reference), json_float(s.rel_error));
 }
 
 // Op indices, largest added error first.
@@ -152,17 +151,17 @@ std::string format_precision_json(const PrecisionReport& r) {
       "{{\"step\": {}, \"dtype\": \"{}\", \"reference\": \"{}\", \"reexecution_bitwise\": {}, "
       "\"seconds\": {},\n",
       r.step, r.dtype, r.reference, r.reexecution_bitwise ? "true" : "false",
-      json_number(r.seconds));
+      json_float(r.seconds));
   out += fmt::format("\"loss\": {{{}}},\n", json_scalar(r.loss));
   out += fmt::format(
       "\"grad_norm\": {{{}, \"accumulate\": \"{}\", \"run_gradients_exact\": {}}},\n",
-      json_scalar(r.grad_norm), r.grad_norm_accumulate, json_number(r.grad_norm_exact_sum));
+      json_scalar(r.grad_norm), r.grad_norm_accumulate, json_float(r.grad_norm_exact_sum));
   auto op_json = [](const OpPrecision& op) {
     return fmt::format(
         "{{\"micro_batch\": {}, \"block\": {}, \"index\": {}, \"name\": \"{}\", \"dtype\": "
         "\"{}\", \"shape\": \"{}\", {}, \"added_rel_error\": {}, \"added_rms_rel_error\": {}}}",
         op.micro_batch, op.block, op.index, op.name, op.dtype, op.shape, json_error(op.error),
-        json_number(op.added.max_rel), json_number(op.added.rms_rel));
+        json_float(op.added.max_rel), json_float(op.added.rms_rel));
   };
   out += "\"ops\": [";
   for (size_t i = 0; i < r.ops.size(); ++i) out += (i ? ",\n  " : "\n  ") + op_json(r.ops[i]);
@@ -175,8 +174,8 @@ std::string format_precision_json(const PrecisionReport& r) {
     const auto& g = r.gradients[i];
     out +=
         fmt::format("{}{{\"name\": \"{}\", {}, \"norm_rel_error\": {}, \"norm_error_share\": {}}}",
-                    i ? ",\n  " : "\n  ", g.name, json_error(g.error),
-                    json_number(g.norm_rel_error), json_number(g.norm_error_share));
+                    i ? ",\n  " : "\n  ", g.name, json_error(g.error), json_float(g.norm_rel_error),
+                    json_float(g.norm_error_share));
   }
   return out + "]}\n";
 }

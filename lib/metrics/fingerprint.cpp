@@ -6,13 +6,9 @@
 #include "config/loader.h"
 #include "config/schema.h"
 #include "util/hash.h"
+#include "util/strings.h"
 
 namespace titan {
-namespace {
-
-std::string hex_float(double v) { return fmt::format("{:a}", v); }
-
-}  // namespace
 
 uint64_t config_hash(const Config& config) {
   Config copy = config;

@@ -8,11 +8,10 @@
 
 #include "util/files.h"
 #include "util/hash.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
-
-std::string hex_float(double v) { return fmt::format("{:a}", v); }
 
 std::string format_stats(const TensorStats& s) {
   return fmt::format("checksum {:016x} mean {} max_abs {}", s.checksum, hex_float(s.mean),

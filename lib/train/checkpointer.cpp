@@ -196,13 +196,13 @@ bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()
   }
   if (signal == 0) return false;
   if (!saves()) {
-    throw StoppedBySignal(
-        signal, step == 0 ? fmt::format("stopped by {} during start-up, before step 1",
-                                            stop_signal_name(signal))
-                          : fmt::format("stopped by {} after step {}; "
-                                        "metrics.jsonl and fingerprint.log "
-                                        "are complete up to it",
-                                        stop_signal_name(signal), step));
+    throw StoppedBySignal(signal, step == 0
+                                      ? fmt::format("stopped by {} during start-up, before step 1",
+                                                    stop_signal_name(signal))
+                                      : fmt::format("stopped by {} after step {}; "
+                                                    "metrics.jsonl and fingerprint.log "
+                                                    "are complete up to it",
+                                                    stop_signal_name(signal), step));
   }
   if (step > 0 && last_saved_step_ != step) save(state(), false, console);
   console << fmt::format("[titan] stopped by {} after step {}{}\n", stop_signal_name(signal), step,

@@ -67,11 +67,6 @@ std::string place(const CapturedOp& op) {
                      op.name, op.dtype, op.shape);
 }
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt::format("{:.9g}", v);
-}
-
 double rel_error(double value, double reference) {
   return reference != 0 ? std::abs(value - reference) / std::abs(reference)
                         : std::abs(value - reference);
@@ -128,10 +123,10 @@ std::string op_json(const OpComparison& op) {
       "\"capture_added_rel_error\": {}, \"replay_added_rel_error\": {}, \"bound\": {}, "
       "\"closer\": \"{}\", \"factor\": {}, \"adds\": {}}}",
       op.capture.micro_batch, op.capture.block, op.capture.index, json_quoted(op.capture.name),
-      json_quoted(op.capture.dtype), json_quoted(op.capture.shape), json_number(op.capture.norm),
-      json_number(op.replay.norm), json_number(op.norm_difference),
-      json_number(op.capture.added.max_rel), json_number(op.replay.added.max_rel),
-      json_number(op.bound), closer_name(op.closer), json_number(op.factor),
+      json_quoted(op.capture.dtype), json_quoted(op.capture.shape), json_float(op.capture.norm),
+      json_float(op.replay.norm), json_float(op.norm_difference),
+      json_float(op.capture.added.max_rel), json_float(op.replay.added.max_rel),
+      json_float(op.bound), closer_name(op.closer), json_float(op.factor),
       op.adds ? "true" : "false");
 }
 
@@ -139,9 +134,9 @@ std::string scalar_json(const ScalarSides& s) {
   return fmt::format(
       "{{\"capture\": {}, \"replay\": {}, \"capture_reference\": {}, \"replay_reference\": {}, "
       "\"capture_rel_error\": {}, \"replay_rel_error\": {}}}",
-      json_number(s.capture), json_number(s.replay), json_number(s.capture_reference),
-      json_number(s.replay_reference), json_number(rel_error(s.capture, s.capture_reference)),
-      json_number(rel_error(s.replay, s.replay_reference)));
+      json_float(s.capture), json_float(s.replay), json_float(s.capture_reference),
+      json_float(s.replay_reference), json_float(rel_error(s.capture, s.capture_reference)),
+      json_float(rel_error(s.replay, s.replay_reference)));
 }
 
 }  // namespace
@@ -289,13 +284,13 @@ std::string format_replay_json(const ReplayReport& r) {
       "{}, \"bound_units\": {},\n",
       r.ops_compared, r.ops_differing, r.gradients_compared, r.gradients_differing,
       json_quoted(r.first_gradient_differing), json_quoted(r.structure_difference),
-      json_number(kBoundUnits));
+      json_float(kBoundUnits));
   out += "\"first_op\": " + (r.first ? op_json(*r.first) : std::string("null")) + ",\n";
   out += "\"worst_ops\": [";
   for (size_t i = 0; i < r.worst.size(); ++i) out += (i ? ",\n  " : "\n  ") + op_json(r.worst[i]);
   out += "],\n";
   out += fmt::format("\"loss\": {},\n\"grad_norm\": {},\n\"seconds\": {}}}\n", scalar_json(r.loss),
-                     scalar_json(r.grad_norm), json_number(r.seconds));
+                     scalar_json(r.grad_norm), json_float(r.seconds));
   return out;
 }
 

@@ -1,7 +1,10 @@
 #include "util/strings.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <sstream>
 #include <system_error>
 
@@ -120,5 +123,11 @@ std::string json_quoted(const std::string& s) {
   }
   return out + "\"";
 }
+
+std::string hex_float(double v) { return fmt::format("{:a}", v); }
+
+std::string json_float(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
+
+std::string json_double(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v) : "null"; }
 
 }  // namespace titan

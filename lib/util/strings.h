@@ -34,6 +34,14 @@ bool parse_u64(const std::string& text, uint64_t& value);
 bool starts_with(const std::string& s, const std::string& prefix);
 bool ends_with(const std::string& s, const std::string& suffix);
 
+// `v` exactly, as a hexadecimal float ("0x1.8p+1"): what the logs compare bit for bit.
+std::string hex_float(double v);
+
+// A number in a JSON report: json_float with 9 significant digits (a float's round trip),
+// json_double with 17 (a double's). JSON has no NaN or infinity: those are null.
+std::string json_float(double v);
+std::string json_double(double v);
+
 // 1234567 -> "1,234,567".
 std::string with_thousands(long long value);
 
