@@ -233,3 +233,45 @@ TEST_CASE(
   }
   CHECK_FALSE(fs::exists(dir + "/run"));
 }
+
+TEST_CASE(
+    "hostile outputs: a save never replaces a step-N that the checkpoint listing skipped: exit 2 "
+    "at start when the save step is known, exit 1 when it appears during the run",
+    "[hostile][checkpoint]") {
+  const auto dir = test::temp_dir("hostile_skipped_step");
+  const std::string flags = "--checkpoint.enable --checkpoint.interval 2";
+  // A plain file and a folder without a manifest where saves of steps 2 and 4 would go.
+  fs::create_directories(dir + "/run/checkpoint/step-4");
+  test::write_text(dir + "/run/checkpoint/step-2", "mine");
+  test::write_text(dir + "/run/checkpoint/step-4/notes.txt", "also mine");
+  for (const int steps : {2, 4}) {
+    fs::remove(dir + "/run/checkpoint/step-2");
+    if (steps == 2) test::write_text(dir + "/run/checkpoint/step-2", "mine");
+    const auto r = test::run_titan(test::tiny_run(dir + "/run", steps, flags));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(fmt::format("{}/run/checkpoint/step-{}: the save of step "
+                                                     "{} would replace it, and it is not a "
+                                                     "checkpoint",
+                                                     dir, steps, steps)));
+    CHECK_FALSE(fs::exists(dir + "/run/fingerprint.log"));
+  }
+  CHECK(test::read_text(dir + "/run/checkpoint/step-4/notes.txt") == "also mine");
+  // One that appears once the run trains: the save of its step fails naming it, and nothing is
+  // removed (the save's temporary folder included).
+  const auto r = test::run_shell(fmt::format(
+      "{0} {1} --config {2}/configs/debug_model.toml --training.seq_len 512 "
+      "--training.local_batch_size 2 --training.steps 6 --checkpoint.interval 6 "
+      "--job.dump_folder {3}/late >{3}/late.out 2>&1 & p=$!; "
+      "for i in $(seq 1200); do grep -q 'step:  1' {3}/late.out && break; sleep 0.1; done; "
+      "mkdir -p {3}/late/checkpoint/step-6; echo mine >{3}/late/checkpoint/step-6/notes.txt; "
+      "wait $p; echo rc=$?; cat {3}/late.out; ls -A {3}/late/checkpoint",
+      test::binary(), flags, test::source_dir(), dir));
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rc=1"));
+  CHECK_THAT(r.output, Catch::Contains("cannot save step 6: " + dir +
+                                       "/late/checkpoint/step-6 is in the way and is not a "
+                                       "checkpoint (incomplete: no manifest.txt)"));
+  CHECK(test::read_text(dir + "/late/checkpoint/step-6/notes.txt") == "mine\n");
+  CHECK_THAT(r.output, !Catch::Contains(".tmp"));
+}

@@ -182,6 +182,16 @@ SaveRecord finish_checkpoint_write(const std::string& folder, const CheckpointCo
     for (const auto& f : files) record.bytes += f.size;
     std::error_code ec;
     if (fs::exists(final_path, ec)) {
+      // Only a checkpoint is replaced: a step-N the listing skipped (a renamed backup, a folder
+      // without a manifest, a file) is the user's.
+      const std::string why = why_not_a_checkpoint(final_path, name);
+      if (!why.empty()) {
+        throw RuntimeFailure(
+            fmt::format("cannot save step {}: {} is in the way and is not a checkpoint ({})",
+                        c.step, final_path, why),
+            "move it out of the checkpoint folder (nothing was removed), then run the same "
+            "command again to resume");
+      }
       // Replaced only now that the new one is complete; the old copy goes to a temporary name
       // that the next save removes if this process dies before deleting it.
       const std::string replaced = folder + "/." + name + ".replaced.tmp";
@@ -224,6 +234,8 @@ CheckpointListing list_checkpoints(const std::string& folder) {
       listing.steps.push_back(step_of_folder_name(name));
     } else {
       listing.warnings.push_back(fmt::format("{}: skipped: {}", entry.path().string(), why));
+      if (step_of_folder_name(name) >= 0)
+        listing.skipped_steps.push_back(step_of_folder_name(name));
     }
   }
   std::sort(listing.steps.begin(), listing.steps.end());

@@ -96,6 +96,8 @@ void abandon_checkpoint_write(const std::string& folder, int64_t step);
 struct CheckpointListing {
   std::vector<int64_t> steps;         // ascending; empty when the folder does not exist
   std::vector<std::string> warnings;  // one line per folder skipped
+  // The skipped entries named step-N (not checkpoints, yet where a save of step N would go).
+  std::vector<int64_t> skipped_steps;
 };
 CheckpointListing list_checkpoints(const std::string& folder);
 

@@ -58,6 +58,20 @@ bool Checkpointer::due(int64_t step) const {
          (step == 1 && c.enable_first_step_checkpoint);
 }
 
+void Checkpointer::refuse_saves_onto_skipped(int64_t start_step) const {
+  if (!saves()) return;
+  for (const int64_t step : list_checkpoints(folder_).skipped_steps) {
+    if (step <= start_step || step > config_.training.steps || !due(step)) continue;
+    const std::string path = folder_ + "/" + checkpoint_folder_name(step);
+    throw ConfigError(path,
+                      fmt::format("the save of step {} would replace it, and it is not a "
+                                  "checkpoint (the start-up listing skipped it)",
+                                  step),
+                      "move it out of the checkpoint folder: a save replaces only the "
+                      "checkpoints titan-train wrote");
+  }
+}
+
 void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& console) {
   const bool model_only = final_save && config_.checkpoint.last_save_model_only;
   if (sharded_.shard && !model_only) {

@@ -65,6 +65,9 @@ class Checkpointer {
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
   bool due(int64_t step) const;
+  // Refuses (ConfigError, before any output) a run that would save a step after `start_step`
+  // onto a step-N the checkpoint listing skipped: a save replaces only checkpoints.
+  void refuse_saves_onto_skipped(int64_t start_step) const;
 
   // checkpoint.create_seed_checkpoint: saves the initial weights as step-0, as the final save
   // does (last_save_model_only, export_dtype).

@@ -80,6 +80,7 @@ RunParts::RunParts(const RunContext& run_context)
   // Under FSDP a resume loads this rank's rows of the moments only (its place in its shard group).
   checkpointer->set_optimizer_rows(data_parallel.optimizer_rows(group.rank()));
   start = checkpointer->resume_or_initialize();
+  checkpointer->refuse_saves_onto_skipped(start.step);
   initial_checksum = tensors_checksum(params);
   check_replicas_agree(group, initial_checksum, 0);
   parallel = make_data_parallel(DataParallelSetup{config, data_parallel, group, model, params,

@@ -9,6 +9,7 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_count = 0;
+bool g_recording = false;  // record_stop_signals() ran in this image
 
 extern "C" void record_stop_signal(int signal) {
   if (g_signal == 0) g_signal = signal;
@@ -34,9 +35,13 @@ void record_stop_signals() {
   sigaction(SIGINT, &action, nullptr);
   const sigset_t stop_signals = stop_signal_set();
   sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  g_recording = true;
 }
 
 void hold_stop_signals_across_exec() {
+  // Only an image that records them hands them on: another (the test binary) would pass the
+  // blocked mask to its children, which never see a SIGTERM then.
+  if (!g_recording) return;
   const sigset_t stop_signals = stop_signal_set();
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   // Sent to this thread, where it is blocked (libraries' threads may have it unblocked and would
@@ -45,6 +50,7 @@ void hold_stop_signals_across_exec() {
 }
 
 void unblock_after_failed_exec() {
+  if (!g_recording) return;
   const sigset_t stop_signals = stop_signal_set();
   sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }

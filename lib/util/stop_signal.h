@@ -9,8 +9,10 @@ namespace titan {
 // moment after exec is recorded, never the default kill. Idempotent.
 void record_stop_signals();
 
-// For a process about to replace itself by execv: blocks SIGTERM and SIGINT and makes a signal
-// recorded so far pending again, so that the new image's record_stop_signals() receives it.
+// For a process about to replace itself by execv, after record_stop_signals() (else nothing):
+// blocks SIGTERM and SIGINT and makes a signal recorded so far pending again, so that the new
+// image's record_stop_signals() receives it. The new image must unblock them (it does when it
+// calls record_stop_signals()).
 // `unblock_after_failed_exec()` undoes the blocking when execv returned.
 void hold_stop_signals_across_exec();
 void unblock_after_failed_exec();
