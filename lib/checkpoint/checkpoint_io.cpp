@@ -234,8 +234,8 @@ CheckpointListing list_checkpoints(const std::string& folder) {
       listing.steps.push_back(step_of_folder_name(name));
     } else {
       listing.warnings.push_back(fmt::format("{}: skipped: {}", entry.path().string(), why));
-      if (step_of_folder_name(name) >= 0)
-        listing.skipped_steps.push_back(step_of_folder_name(name));
+      const int64_t step = step_of_folder_name(name);
+      if (step >= 0) listing.skipped_steps.push_back(step);
     }
   }
   std::sort(listing.steps.begin(), listing.steps.end());

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "distributed/gloo_group.h"
 #include "distributed/nccl_group.h"
 #include "util/error.h"
+#include "util/stop_signal.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -218,6 +220,12 @@ std::optional<RankRefusal> share_rank0_refusal(ProcessGroup& group, const std::s
   r.message = take_part(encoded, at);
   r.hint = take_part(encoded, at);
   return r;
+}
+
+int agreed_stop_signal(ProcessGroup& group, const std::string& what) {
+  const int signal = pending_stop_signal();
+  if (group.size() > 1 && group.any_rank(signal != 0, what) && signal == 0) return SIGTERM;
+  return signal;
 }
 
 }  // namespace titan

@@ -166,4 +166,9 @@ std::unique_ptr<ProcessGroup> make_process_group(const WorldInfo& world, const C
                                                  bool deterministic,
                                                  const std::string& flight_recorder_file = "");
 
+// The stop signal the ranks agree on at the stop check `what` (a collective: every rank calls
+// it at the same point): this rank's pending one (util/stop_signal.h), SIGTERM when only other
+// ranks received one, 0 when none did. So ranks stop together even when a signal reached some.
+int agreed_stop_signal(ProcessGroup& group, const std::string& what);
+
 }  // namespace titan

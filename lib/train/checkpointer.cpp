@@ -201,13 +201,8 @@ SaveRecord Checkpointer::save_hf(int64_t step) {
 
 bool Checkpointer::stop_requested(int64_t step, const std::function<TrainState()>& state,
                                   std::ostream& console) {
-  int signal = pending_stop_signal();
   // Ranks stop together, at the same step, even when the signal reached only some of them.
-  if (group_.size() > 1 &&
-      group_.any_rank(signal != 0, fmt::format("the stop check after step {}", step)) &&
-      signal == 0) {
-    signal = SIGTERM;
-  }
+  const int signal = agreed_stop_signal(group_, fmt::format("the stop check after step {}", step));
   if (signal == 0) return false;
   if (!saves()) {
     throw StoppedBySignal(signal, step == 0

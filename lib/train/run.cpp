@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <csignal>
-
 #include "train/run_log.h"
 #include "train/run_outputs.h"
 #include "train/run_parts.h"
@@ -17,10 +15,7 @@ namespace {
 // A SIGTERM or SIGINT recorded since exec (the handlers are installed before libtorch starts)
 // stops the run here, before the run folder is touched. The ranks agree, as at every stop check.
 void stop_if_signalled_during_start_up(ProcessGroup& group) {
-  int signal = pending_stop_signal();
-  if (group.size() > 1 && group.any_rank(signal != 0, "the start-up stop check") && signal == 0) {
-    signal = SIGTERM;
-  }
+  const int signal = agreed_stop_signal(group, "the start-up stop check");
   if (signal == 0) return;
   throw StoppedBySignal(signal, fmt::format("stopped by {} during start-up, before step 1; "
                                             "nothing was written",
