@@ -1,6 +1,7 @@
 // The parallel component (lib/parallel/data_parallel.h) through its interface: the same step on
 // replication and on full sharding over Gloo ranks in this process.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <cstdint>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "parallel/data_parallel.h"
 #include "step/step.h"
 #include "test_ranks.h"
+#include "util/blas_threads.h"
 
 namespace titan {
 namespace {
@@ -74,9 +76,16 @@ TEST_CASE(
     "this rank's half, split over both ranks",
     "[distributed]") {
   const int64_t world = 2;
+  // As a batch-invariant run does (determinism controller): BLAS and ATen on one thread, so that
+  // OpenBLAS's split of a GEMM cannot depend on the two ranks' threads calling it at once.
+  const int threads_before = at::get_num_threads(), blas_before = blas_threads();
+  at::set_num_threads(1);
+  set_blas_threads(1);
   const auto replicated =
       test::on_gloo_ranks(world, [](ProcessGroup& g) { return step_on(g, false); });
   const auto sharded = test::on_gloo_ranks(world, [](ProcessGroup& g) { return step_on(g, true); });
+  at::set_num_threads(threads_before);
+  set_blas_threads(blas_before);
   for (int64_t r = 0; r < world; ++r) {
     INFO("rank " << r);
     const auto rep = replicated[r][0], fs = sharded[r][0];
