@@ -256,7 +256,7 @@ TEST_CASE(
 TEST_CASE(
     "hostile runs: an allocation that fails in a step is named with the step, the phase "
     "and the size",
-    "[hostile]") {
+    "[hostile][libtorch2]") {
   // An address-space limit (ulimit -v) that the start-up fits in and step 1's forward at 131,072
   // tokens (about 12 GB of activations) does not: the memory check, which counts the machine's
   // memory and a lower bound of the activations (about 4 GB here), lets it pass. The
@@ -296,7 +296,7 @@ std::string with_signal_pending_at_exec(const std::string& signal, const std::st
 TEST_CASE(
     "hostile runs: a SIGTERM or SIGINT during start-up stops the run with 143 or 130 before it "
     "writes anything",
-    "[hostile]") {
+    "[hostile][libtorch2]") {
   const auto dir = test::temp_dir("hostile_term");
   for (const auto& [signal, code, extra] : std::vector<std::tuple<std::string, int, std::string>>{
            {"TERM", 143, "--checkpoint.enable true"}, {"INT", 130, ""}}) {
