@@ -76,7 +76,8 @@ std::string compare_usage() {
          "                   (checksums are ignored: for runs on different hardware)\n"
          "  --json           print the same as one JSON object\n"
          "\n"
-         "Exit codes: 0 identical (or within tolerance), 1 diverged, 2 bad usage or input.\n";
+         "Exit codes: 0 identical (or within tolerance), 1 diverged, 2 no verdict: bad usage or\n"
+         "input, or a failure such as out of memory.\n";
 }
 
 int run_compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -95,12 +96,14 @@ int run_compare(const std::vector<std::string>& args, std::ostream& out, std::os
     if (!e.hint().empty()) err << "  hint: " << e.hint() << "\n";
     return kExitConfigError;
   } catch (const std::bad_alloc&) {
-    throw;  // main reports it as out of memory (exit 1): not bad input
+    out.flush();
+    report_current_exception(err);  // "out of memory", but no verdict: never 1
+    return kExitNoVerdict;
   } catch (const std::exception& e) {
     // A file that vanished or could not be read mid-way is still bad input, not a crash.
     out.flush();
     err << "titan-train compare: " << e.what() << "\n";
-    return kExitConfigError;
+    return kExitNoVerdict;
   }
 }
 

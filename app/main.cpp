@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -74,12 +75,18 @@ static int end_process(int code) {
   ::_exit(code);
 }
 
+// The subcommands whose exit 1 is a verdict (parted), so that a failure must not be 1.
+bool gives_a_verdict(const char* command) {
+  return std::strcmp(command, "compare") == 0 || std::strcmp(command, "replay") == 0;
+}
+
 // Runs before the shared libraries' static initializers (ELF .preinit_array): libtorch's
 // allocate, and a std::bad_alloc there would otherwise end in "terminate called after throwing";
 // and its start-up takes seconds on a loaded machine, in which a SIGTERM would otherwise kill a
 // run with no word (the training command then stops before writing anything).
-void install_handlers_before_libraries(int, char**, char**) {
-  titan::install_out_of_memory_terminate_handler();
+void install_handlers_before_libraries(int argc, char** argv, char**) {
+  titan::install_out_of_memory_terminate_handler(
+      argc > 1 && gives_a_verdict(argv[1]) ? titan::kExitNoVerdict : titan::kExitRuntimeError);
   titan::record_stop_signals();
 }
 __attribute__((section(".preinit_array"),

@@ -83,8 +83,8 @@ std::string replay_usage() {
          "libraries load: OPENBLAS_CORETYPE=Haswell titan-train replay ..., or\n"
          "ATEN_CPU_CAPABILITY=avx2 titan-train replay ...\n"
          "\n"
-         "Exit codes: 0 bitwise identical, 1 parted, 2 bad usage or a damaged, altered or\n"
-         "foreign capture.\n";
+         "Exit codes: 0 bitwise identical, 1 parted, 2 no verdict: bad usage, a damaged,\n"
+         "altered or foreign capture, or a failure such as out of memory.\n";
 }
 
 int run_replay(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -101,7 +101,12 @@ int run_replay(const std::vector<std::string>& args, std::ostream& out, std::ost
     out.flush();
     err << "titan-train replay: " << e.what() << "\n";
     if (!e.hint().empty()) err << "  hint: " << e.hint() << "\n";
-    return kExitConfigError;
+    return kExitNoVerdict;
+  } catch (...) {
+    // Out of memory, an I/O or library error: reported as main would, but no verdict.
+    out.flush();
+    const int code = report_current_exception(err);
+    return code > 128 ? code : kExitNoVerdict;
   }
 }
 

@@ -54,6 +54,7 @@ bool is_allocation_failure(const std::string& message, std::string* size) {
 namespace {
 
 std::terminate_handler g_previous_terminate = nullptr;
+int g_out_of_memory_exit_code = kExitRuntimeError;
 
 void out_of_memory_terminate() {
   bool bad_alloc = false;
@@ -76,12 +77,13 @@ void out_of_memory_terminate() {
   (void)!::write(STDERR_FILENO, message, sizeof message - 1);
   (void)!::write(STDERR_FILENO, kOutOfMemoryHint, std::strlen(kOutOfMemoryHint));
   (void)!::write(STDERR_FILENO, "\n", 1);
-  ::_exit(kExitRuntimeError);
+  ::_exit(g_out_of_memory_exit_code);
 }
 
 }  // namespace
 
-void install_out_of_memory_terminate_handler() {
+void install_out_of_memory_terminate_handler(int exit_code) {
+  g_out_of_memory_exit_code = exit_code;
   const std::terminate_handler previous = std::set_terminate(out_of_memory_terminate);
   if (previous != out_of_memory_terminate) g_previous_terminate = previous;
 }

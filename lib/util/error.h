@@ -16,6 +16,9 @@ enum ExitCode : int {
   kExitRuntimeError = 1,  // anything that went wrong while running (I/O, NaN loss, ...)
   kExitConfigError = 2,   // bad config file, bad flag, bad value: detected before any work starts
   kExitCheckFailed = 3,   // a determinism or recompute check failed
+  // compare and replay: no verdict (bad usage or input, out of memory, an I/O error), diff's
+  // "trouble", never 1 (parted), which a script reads as a divergence.
+  kExitNoVerdict = 2,
 };
 
 // Bad config or usage. `where` names the file:line:col or the flag; `hint` suggests the fix.
@@ -95,7 +98,7 @@ int check_result_written(std::ostream& out, std::ostream& err, int code);
 
 // Installs a std::terminate handler that reports an uncaught std::bad_alloc (a library's static
 // initializer, a thread) as titan-train's "out of memory" message on stderr and ends the process
-// with exit 1; other exceptions abort as before. Safe to call before main.
-void install_out_of_memory_terminate_handler();
+// with `exit_code`; other exceptions abort as before. Safe to call before main.
+void install_out_of_memory_terminate_handler(int exit_code = kExitRuntimeError);
 
 }  // namespace titan
