@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch_torch.h"
@@ -72,28 +73,35 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "hostile outputs: a second run into a live run's absolute checkpoint folder is refused "
-    "with exit 2 naming the holder",
+    "hostile outputs: a second run into a live run's checkpoint folder, named absolutely, is "
+    "refused with exit 2 naming the holder, whether the first run named it absolutely or "
+    "relatively",
     "[hostile]") {
   const auto dir = test::temp_dir("hostile_shared_ckpt");
-  const std::string checkpoints = dir + "/shared";
-  const std::string flags =
-      "--checkpoint.enable --checkpoint.interval 1000 --checkpoint.folder " + checkpoints;
-  // The first run trains long enough to be alive while the second starts; its fingerprint.log
-  // appears once it holds its locks.
-  const auto r = test::run_shell(fmt::format(
-      "{0} {1} >{2}/first.out 2>&1 & first=$!; "
-      "for i in $(seq 600); do [ -s {2}/first/fingerprint.log ] && break; sleep 0.1; done; "
-      "timeout 120 {0} {3}; echo rc=$?; echo first=$first; kill -TERM $first; wait $first",
-      test::binary(), test::tiny_run(dir + "/first", 100000, flags) + " 2>&1", dir,
-      test::tiny_run(dir + "/second", 2, flags) + " 2>&1"));
-  INFO(r.output);
-  const std::string pid = r.output.substr(r.output.find("first=") + 6);
-  CHECK_THAT(r.output, Catch::Contains("rc=2"));
-  CHECK_THAT(r.output, Catch::Contains("checkpoint.folder: " + checkpoints +
-                                       " is in use by another titan-train run (PID " +
-                                       pid.substr(0, pid.find('\n')) + ")"));
-  CHECK_FALSE(fs::exists(dir + "/second/fingerprint.log"));
+  const std::string shared = dir + "/shared";
+  const std::string relative = dir + "/relative/first/checkpoint";  // the first run's default
+  for (const auto& [case_dir, first_flags, checkpoints] :
+       {std::tuple{dir + "/absolute", "--checkpoint.folder " + shared, shared},
+        std::tuple{dir + "/relative", std::string(), relative}}) {
+    const std::string saving = "--checkpoint.enable --checkpoint.interval 1000 ";
+    // The first run trains long enough to be alive while the second starts; its fingerprint.log
+    // appears once it holds its locks.
+    const auto r = test::run_shell(fmt::format(
+        "mkdir -p {2}; {0} {1} >{2}/first.out 2>&1 & first=$!; "
+        "for i in $(seq 600); do [ -s {2}/first/fingerprint.log ] && break; sleep 0.1; done; "
+        "timeout 120 {0} {3}; echo rc=$?; echo first=$first; kill -TERM $first; wait $first",
+        test::binary(), test::tiny_run(case_dir + "/first", 100000, saving + first_flags) + " 2>&1",
+        case_dir,
+        test::tiny_run(case_dir + "/second", 2, saving + "--checkpoint.folder " + checkpoints) +
+            " 2>&1"));
+    INFO(r.output);
+    const std::string pid = r.output.substr(r.output.find("first=") + 6);
+    CHECK_THAT(r.output, Catch::Contains("rc=2"));
+    CHECK_THAT(r.output, Catch::Contains("checkpoint.folder: " + checkpoints +
+                                         " is in use by another titan-train run (PID " +
+                                         pid.substr(0, pid.find('\n')) + ")"));
+    CHECK_FALSE(fs::exists(case_dir + "/second/fingerprint.log"));
+  }
 }
 
 TEST_CASE(

@@ -57,20 +57,17 @@ std::unique_ptr<RunLock> lock_dump_folder(const RunContext& c, const RunFolder& 
 }
 
 // Rank 0 makes the checkpoint folder at the start, so that a link planted in its path is refused
-// before the first step rather than at the first save. An absolute checkpoint.folder may be
-// shared by runs with different dump folders: it gets a lock of its own, so that a second run is
-// refused instead of saving into a live run's folder. (A relative one is inside the dump folder,
-// under the run's lock.)
+// before the first step rather than at the first save. It gets a lock of its own, whichever way
+// it is named: another run may name it absolutely (its own dump folder elsewhere), and is then
+// refused instead of saving into a live run's folder. (Unless it is the dump folder itself,
+// whose lock the run already holds.)
 std::unique_ptr<RunLock> prepare_checkpoint_folder(const RunContext& c, const RunFolder& folder) {
   if (!c.config.checkpoint.enable || c.config.checkpoint.load_only) return nullptr;  // no saves
   const std::string path = folder.subfolder(RunSubfolder::kCheckpoint);
   return lock_on_rank0(c, "checkpoint_folder_lock", [&]() -> std::unique_ptr<RunLock> {
     folder.make(RunSubfolder::kCheckpoint);
     std::error_code ec;
-    if (folder.link_policy(RunSubfolder::kCheckpoint) != FolderLink::kFollow ||
-        std::filesystem::equivalent(path, folder.path(), ec)) {
-      return nullptr;
-    }
+    if (std::filesystem::equivalent(path, folder.path(), ec)) return nullptr;
     return std::make_unique<RunLock>(path + "/" + run_file_name(RunFile::kLock), path,
                                      "checkpoint.folder");
   });
