@@ -8,9 +8,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "catch_torch.h"
 #include "test_util.h"
+#include "tokenizer/tiktoken_file.h"
 
 using namespace titan;
 using Json = nlohmann::json;
@@ -119,6 +121,62 @@ TEST_CASE(
     CHECK(test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin --force").exit_code ==
           0);
   }
+}
+
+TEST_CASE(
+    "tokenizer in training: an id the tokenizer can emit at or past the flavor's vocab_size (a "
+    "vocabulary with gaps, a post-processor's special token) is exit 2 before any output, "
+    "naming the id and what gives it, also for the validation set",
+    "[tokenizer][data]") {
+  const std::string dir = test::temp_dir("tokenize_ids");
+  std::vector<uint32_t> expected;
+  const std::string docs = corpus(dir, expected);  // never uses the far ids below
+  const std::string jsonl = " --training.dataset jsonl --training.dataset_path " + docs;
+  // 103 + 1 tokens, well under tiny's 512, but one of them has id 5000.
+  const std::string gap = tokenizer_folder("tokenize_gap", 100);
+  Json tokenizer = Json::parse(test::read_text(gap + "/tokenizer.json"));
+  tokenizer["model"]["vocab"]["far"] = 5000;
+  test::write_text(gap + "/tokenizer.json", tokenizer.dump());
+  // A template that adds a special token of id 99999 in front of each document.
+  const std::string special = tokenizer_folder("tokenize_special", 100);
+  tokenizer = Json::parse(test::read_text(special + "/tokenizer.json"));
+  tokenizer["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", Json::array({Json{{"SpecialToken", {{"id", "<cls>"}, {"type_id", 0}}}},
+                              Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+      {"pair", Json::array({Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+      {"special_tokens", {{"<cls>", {{"id", "<cls>"}, {"ids", {99999}}, {"tokens", {"<cls>"}}}}}}};
+  test::write_text(special + "/tokenizer.json", tokenizer.dump());
+  const std::string validation =
+      " --training.dataset synthetic --validation.enable --validation.freq 1 --validation.seq_len "
+      "16 "
+      "--validation.steps 1 --validation.dataset jsonl "
+      "--validation.dataset_path " +
+      docs;
+  for (const auto& [folder, data, wanted] :
+       {std::tuple{gap, jsonl, std::string("can emit id 5000 (vocabulary token \"far\")")},
+        std::tuple{special, jsonl,
+                   std::string("can emit id 99999 (a special token of the post-processor)")},
+        std::tuple{gap, validation, std::string("can emit id 5000")}}) {
+    const std::string run = test::temp_dir("tokenize_ids_run") + "/run";
+    const auto r =
+        test::run_titan(test::tiny_run(run, 2, "--model.hf_assets_path " + folder + data));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(wanted) && Catch::Contains("vocab_size 512"));
+    CHECK_FALSE(std::filesystem::exists(run));
+  }
+  // A rank file's largest rank, past its count of ranks.
+  // Every byte (a rank file must rank them all) at its own value, then "ab" at 100000.
+  const std::string base64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string ranks;
+  for (int b = 0; b < 256; ++b) {
+    ranks += fmt::format("{}{}== {}\n", base64[b >> 2], base64[(b & 3) << 4], b);
+  }
+  test::write_text(dir + "/ranks.tiktoken", ranks + "YWI= 100000\n");
+  const auto tok = load_tiktoken_file(dir + "/ranks.tiktoken", false);
+  CHECK(tok->vocab_size() == 257);
+  CHECK(tok->largest_id() == 100000);
 }
 
 TEST_CASE(

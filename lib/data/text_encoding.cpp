@@ -94,6 +94,16 @@ TextEncoding text_encoding_for(const Config& config, int64_t model_vocab_size) {
         "use the flavor the tokenizer was made for (Llama 3's 128,256 tokens: 1B, 8B, 70B, "
         "405B), or the tokenizer of this flavor");
   }
+  if (out.tokenizer->largest_id() >= model_vocab_size) {
+    throw ConfigError(
+        "model.hf_assets_path",
+        fmt::format("the tokenizer in {} can emit id {} ({}), but model.flavor \"{}\" has "
+                    "vocab_size {}: every id must be below it",
+                    path, out.tokenizer->largest_id(), out.tokenizer->info().largest_id_source,
+                    to_string(config.model.flavor), model_vocab_size),
+        "give that token an id below the model's vocab_size, or use a flavor whose vocabulary "
+        "holds every id of the tokenizer");
+  }
   out.encoder = tokenizer_encoder(out.tokenizer, model_vocab_size);
   out.fingerprint = fingerprint_of(*out.tokenizer, path);
   return out;

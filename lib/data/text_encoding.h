@@ -30,8 +30,9 @@ struct TextEncoding {
 //     with a note saying so;
 //   - otherwise the tokenizer there (load_tokenizer: exit 2 naming the folder and the files
 //     looked for when it holds none, or a path that does not exist).
-// A tokenizer whose vocabulary does not fit the flavor (vocab_size > model's) is a ConfigError
-// naming both sizes; so is the byte tokenizer's 258 on a smaller flavor. Reads only the
+// A tokenizer whose vocabulary does not fit the flavor (vocab_size > model's), or that can emit
+// an id at or past the model's vocab_size (Tokenizer::largest_id), is a ConfigError naming both;
+// so is the byte tokenizer's 258 on a smaller flavor. Reads only the
 // tokenizer's files; writes nothing.
 TextEncoding text_encoding_for(const Config& config, int64_t model_vocab_size);
 

@@ -17,14 +17,33 @@ HfTokenizer::HfTokenizer(HfPipeline pipeline, TokenizerInfo info) : p_(std::move
     p_.model->enable_byte_level_input();
     p_.pre_tokenizer->set_last();
   }
-  info_.vocab_size =
-      static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
+  count_vocabulary();
 }
 
 void HfTokenizer::add_special_tokens(const std::vector<AddedToken>& tokens) {
   p_.added.add_tokens(tokens, *p_.model, p_.normalizer.get());
+  count_vocabulary();
+}
+
+void HfTokenizer::count_vocabulary() {
   info_.vocab_size =
       static_cast<int64_t>(p_.model->vocab_size() + p_.added.count_outside(*p_.model));
+  int32_t largest = -1;
+  std::string source;
+  p_.model->for_each_token([&](std::string_view token, int32_t id) {
+    if (id > largest) largest = id, source = fmt::format("vocabulary token {:?}", token);
+  });
+  if (!p_.added.empty() && p_.added.by_id().rbegin()->first > largest) {
+    const auto& [id, token] = *p_.added.by_id().rbegin();
+    largest = id;
+    source = fmt::format("added token {:?}", token.content);
+  }
+  if (p_.post_processor && p_.post_processor->largest_added_id() > largest) {
+    largest = p_.post_processor->largest_added_id();
+    source = "a special token of the post-processor";
+  }
+  info_.largest_id = largest;
+  info_.largest_id_source = source;
 }
 
 int32_t HfTokenizer::token_to_id(std::string_view token) const {

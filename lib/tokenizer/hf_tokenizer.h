@@ -37,6 +37,8 @@ class HfTokenizer : public Tokenizer {
   TokenizerInfo& mutable_info() { return info_; }
 
  private:
+  // vocab_size (HF's), and the largest id any stage can emit.
+  void count_vocabulary();
   void encode_valid(std::string_view text, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
 

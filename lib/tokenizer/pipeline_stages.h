@@ -52,6 +52,8 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual std::vector<int32_t> process(std::vector<int32_t> ids) const = 0;
+  // The largest id process() adds; -1 when it adds none.
+  virtual int32_t largest_added_id() const { return -1; }
 };
 
 // The HF models titan supports.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -32,6 +33,13 @@ class TemplatePostProcessor : public PostProcessor {
     }
     return out;
   }
+  int32_t largest_added_id() const override {
+    int32_t largest = -1;
+    for (const TemplateItem& item : items_) {
+      for (const int32_t id : item.ids) largest = std::max(largest, id);
+    }
+    return largest;
+  }
 
  private:
   std::vector<TemplateItem> items_;
@@ -44,6 +52,11 @@ class SequencePostProcessor : public PostProcessor {
   std::vector<int32_t> process(std::vector<int32_t> ids) const override {
     for (const auto& p : parts_) ids = p->process(std::move(ids));
     return ids;
+  }
+  int32_t largest_added_id() const override {
+    int32_t largest = -1;
+    for (const auto& p : parts_) largest = std::max(largest, p->largest_added_id());
+    return largest;
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 #include <vector>
@@ -137,6 +138,7 @@ std::unique_ptr<Tokenizer> load_tiktoken_file(const std::string& path, bool with
   }
   StringIdMap ranks;
   std::string token;
+  int64_t largest_rank = -1;
   size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -160,6 +162,7 @@ std::unique_ptr<Tokenizer> load_tiktoken_file(const std::string& path, bool with
                         "tokenizer.model must be Meta's Llama 3 tiktoken file; a SentencePiece "
                         "model (Llama 2) is not supported");
     }
+    largest_rank = std::max(largest_rank, static_cast<int64_t>(rank));
     if (!ranks.insert(token, static_cast<int32_t>(rank), false)) {
       throw ConfigError(fmt::format("{}:{}", path, line_no), "a token listed twice",
                         "the rank file is damaged");
@@ -173,6 +176,13 @@ std::unique_ptr<Tokenizer> load_tiktoken_file(const std::string& path, bool with
   info.kind = with_llama3_specials ? "tiktoken rank file (Llama 3)" : "tiktoken rank file";
   info.file = path;
   info.vocab_size = static_cast<int64_t>(count + specials.size());
+  // The specials follow the ranks' count (TiktokenTokenizer's base_), whatever the ranks are.
+  info.largest_id = static_cast<int32_t>(largest_rank);
+  info.largest_id_source = "a rank of the rank file";
+  if (!specials.empty() && static_cast<int64_t>(count + specials.size() - 1) > largest_rank) {
+    info.largest_id = static_cast<int32_t>(count + specials.size() - 1);
+    info.largest_id_source = fmt::format("special token {:?}", specials.back());
+  }
   if (with_llama3_specials) {
     info.bos_id = static_cast<int32_t>(count);
     info.eos_id = static_cast<int32_t>(count + 1);

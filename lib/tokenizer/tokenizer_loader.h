@@ -63,6 +63,11 @@ struct TokenizerInfo {
   std::string bos_token, eos_token;
   bool hf_adds_bos = false, hf_adds_eos = false;          // the post-processor adds them
   bool default_add_bos = false, default_add_eos = false;  // tokenizer_config.json's add_*_token
+  // The largest id the tokenizer can emit (its vocabulary, added tokens, the post-processor's
+  // special tokens, a rank file's ranks), which may exceed vocab_size where ids have gaps, and
+  // what gives it, e.g. "added token \"<x>\"" (for the message of a model too small for it).
+  int32_t largest_id = -1;
+  std::string largest_id_source;
 };
 
 class Tokenizer {
@@ -87,6 +92,7 @@ class Tokenizer {
   int64_t vocab_size() const { return info_.vocab_size; }
   std::optional<int32_t> bos_id() const { return info_.bos_id; }
   std::optional<int32_t> eos_id() const { return info_.eos_id; }
+  int32_t largest_id() const { return info_.largest_id; }
   // One line for the start-up log: kind, file, vocabulary size, BOS/EOS.
   std::string describe() const;
 
