@@ -152,22 +152,18 @@ TEST_CASE(
   // compare reads a log whole (up to 8 GiB): a 1 GiB one (sparse) cannot fit 300 MB more than
   // the binary needs to load.
   REQUIRE(test::run_shell("truncate -s 1G " + dir + "/big.log").exit_code == 0);
-  const auto c =
-      test::run_shell(fmt::format("ulimit -v {}; timeout 60 {} compare {}/big.log {}/big.log 2>&1",
-                                  loads + 300000, test::binary(), dir, dir));
-  INFO(c.output);
-  CHECK(c.exit_code == 2);
-  CHECK_THAT(c.output, Catch::Contains("titan-train: error: out of memory"));
-  CHECK_FALSE(has_raw_allocation_text(c.output));
   // replay builds the captured model and its float64 copy: 300 MB more than loading is too
   // little for its start-up.
-  const auto r = test::run_shell(
-      fmt::format("ulimit -v {}; timeout 60 {} replay {}/test/data/capture_tiny_step1 2>&1",
-                  loads + 300000, test::binary(), test::source_dir()));
-  INFO(r.output);
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("titan-train: error: out of memory"));
-  CHECK_FALSE(has_raw_allocation_text(r.output));
+  for (const std::string& command :
+       {fmt::format("compare {0}/big.log {0}/big.log", dir),
+        fmt::format("replay {}/test/data/capture_tiny_step1", test::source_dir())}) {
+    const auto r = test::run_shell(fmt::format("ulimit -v {}; timeout 60 {} {} 2>&1",
+                                               loads + 300000, test::binary(), command));
+    INFO(command << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("titan-train: error: out of memory"));
+    CHECK_FALSE(has_raw_allocation_text(r.output));
+  }
 }
 
 TEST_CASE("hostile memory: std::bad_alloc and ATen's allocator failure report as out of memory",

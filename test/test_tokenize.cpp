@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -24,20 +25,22 @@ constexpr int kBos = 1, kEos = 2, kFirstWord = 3;
 std::string word(int i) { return fmt::format("w{}", i); }
 
 // A WordLevel tokenizer over whitespace-split words w0..w<words-1> (ids 3...), with <s> and </s>
-// as BOS and EOS (tokenizer_config.json), as torchtitan infers them.
-std::string tokenizer_folder(const std::string& tag, int words) {
+// as BOS and EOS (tokenizer_config.json), as torchtitan infers them; `edit` may change its
+// tokenizer.json before it is written.
+std::string tokenizer_folder(const std::string& tag, int words,
+                             const std::function<void(Json&)>& edit = {}) {
   Json vocab = {{"[UNK]", 0}, {"<s>", kBos}, {"</s>", kEos}};
   for (int i = 0; i < words; ++i) vocab[word(i)] = kFirstWord + i;
-  const Json tokenizer = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens", Json::array()},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
-      {"post_processor", nullptr},
-      {"decoder", nullptr},
-      {"model", {{"type", "WordLevel"}, {"unk_token", "[UNK]"}, {"vocab", vocab}}}};
+  Json tokenizer = {{"version", "1.0"},
+                    {"truncation", nullptr},
+                    {"padding", nullptr},
+                    {"added_tokens", Json::array()},
+                    {"normalizer", nullptr},
+                    {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+                    {"post_processor", nullptr},
+                    {"decoder", nullptr},
+                    {"model", {{"type", "WordLevel"}, {"unk_token", "[UNK]"}, {"vocab", vocab}}}};
+  if (edit) edit(tokenizer);
   const std::string dir = test::temp_dir(tag);
   test::write_text(dir + "/tokenizer.json", tokenizer.dump());
   test::write_text(dir + "/tokenizer_config.json",
@@ -133,20 +136,18 @@ TEST_CASE(
   const std::string docs = corpus(dir, expected);  // never uses the far ids below
   const std::string jsonl = " --training.dataset jsonl --training.dataset_path " + docs;
   // 103 + 1 tokens, well under tiny's 512, but one of them has id 5000.
-  const std::string gap = tokenizer_folder("tokenize_gap", 100);
-  Json tokenizer = Json::parse(test::read_text(gap + "/tokenizer.json"));
-  tokenizer["model"]["vocab"]["far"] = 5000;
-  test::write_text(gap + "/tokenizer.json", tokenizer.dump());
+  const std::string gap =
+      tokenizer_folder("tokenize_gap", 100, [](Json& t) { t["model"]["vocab"]["far"] = 5000; });
   // A template that adds a special token of id 99999 in front of each document.
-  const std::string special = tokenizer_folder("tokenize_special", 100);
-  tokenizer = Json::parse(test::read_text(special + "/tokenizer.json"));
-  tokenizer["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", Json::array({Json{{"SpecialToken", {{"id", "<cls>"}, {"type_id", 0}}}},
-                              Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-      {"pair", Json::array({Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-      {"special_tokens", {{"<cls>", {{"id", "<cls>"}, {"ids", {99999}}, {"tokens", {"<cls>"}}}}}}};
-  test::write_text(special + "/tokenizer.json", tokenizer.dump());
+  const std::string special = tokenizer_folder("tokenize_special", 100, [](Json& t) {
+    t["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", Json::array({Json{{"SpecialToken", {{"id", "<cls>"}, {"type_id", 0}}}},
+                                Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"pair", Json::array({Json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"special_tokens",
+         {{"<cls>", {{"id", "<cls>"}, {"ids", {99999}}, {"tokens", {"<cls>"}}}}}}};
+  });
   const std::string validation =
       " --training.dataset synthetic --validation.enable --validation.freq 1 --validation.seq_len "
       "16 "
