@@ -16,7 +16,7 @@
 #include "distributed/process_group.h"
 #include "distributed/shard_layout.h"
 #include "parallel/gradient_reducer.h"
-#include "parallel/param_storage.h"
+#include "model/param_storage.h"
 #include "parallel/sharded_sums.h"
 #include "parallel/sharded_unit.h"
 #include "test_ranks.h"

@@ -125,7 +125,7 @@ TEST_CASE(
     plan.fsdp = true;
     auto whole = build_optimizer(params, config.optimizer);
     const auto parallel =
-        make_data_parallel(DataParallelSetup{config, plan, group, model, params, *whole}, {});
+        make_data_parallel(DataParallelSetup{config, plan, group, model, params, *whole});
     torch::optim::AdamW& optimizer = parallel->optimizer();
     auto generator = at::detail::createCPUGenerator(7);
     Batch batch;

@@ -39,7 +39,7 @@ test::RankOutputs step_on(ProcessGroup& group, bool fsdp) {
   std::vector<at::Tensor> params = model->parameters();
   auto whole = build_optimizer(params, config.optimizer);
   const auto parallel =
-      make_data_parallel(DataParallelSetup{config, plan, group, model, params, *whole}, {});
+      make_data_parallel(DataParallelSetup{config, plan, group, model, params, *whole});
   auto generator = at::detail::createCPUGenerator(100 + group.rank());
   Batch batch;
   batch.inputs = at::randint(args.vocab_size, {2, 16}, generator);

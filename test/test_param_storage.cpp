@@ -1,8 +1,8 @@
-// FSDP's release and refill of a parameter's storage around autograd (distributed/param_storage.h).
+// FSDP's release and refill of a parameter's storage around autograd (model/param_storage.h).
 #include <stdexcept>
 
 #include "catch_torch.h"
-#include "parallel/param_storage.h"
+#include "model/param_storage.h"
 
 namespace titan {
 

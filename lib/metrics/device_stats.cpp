@@ -64,10 +64,14 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device) {
     return {reserved / kGiB, 100.0 * reserved / device_memory_bytes(device)};
   }
 #endif
+  const double rss = peak_rss_bytes();
+  return {rss / kGiB, 100.0 * rss / device_memory_bytes(device)};
+}
+
+double peak_rss_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
-  return {rss / kGiB, 100.0 * rss / device_memory_bytes(device)};
+  return static_cast<double>(usage.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
 double current_rss_bytes() {

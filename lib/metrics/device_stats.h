@@ -20,6 +20,8 @@ MemoryReading read_and_reset_peak_memory(const c10::Device& device);
 
 // Resident set size of this process now, in bytes (/proc/self/statm).
 double current_rss_bytes();
+// The most this process has held resident so far, in bytes (its high-water mark, ru_maxrss).
+double peak_rss_bytes();
 
 // CPU time and minor page faults of this process so far (getrusage), all threads.
 struct CpuUsage {

@@ -4,9 +4,11 @@
 #include <torch/nn/functional/activation.h>
 
 #include <cmath>
+#include <unordered_map>
 
 #include "model/causal_attention.h"
 #include "model/linear.h"
+#include "model/param_storage.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
 
@@ -120,28 +122,43 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const at::Tensor& 
   return h + at::dropout(feed_forward(ffn_norm(h)), dropout_, is_training());
 }
 
-void TransformerBlockImpl::init_weights(double weight_init_std) {
-  torch::NoGradGuard no_grad;
+void TransformerBlockImpl::init_weights(double weight_init_std, const ParamInit& init) {
   for (auto* w : {&attention->wq->weight, &attention->wk->weight, &attention->wv->weight,
                   &feed_forward->w1->weight}) {
-    trunc_normal_(*w, 0.0, 0.02, -2.0, 2.0);
+    init(*w, [](at::Tensor& t) { trunc_normal_(t, 0.0, 0.02, -2.0, 2.0); });
   }
   for (auto* w : {&attention->wo->weight, &feed_forward->w2->weight, &feed_forward->w3->weight}) {
-    trunc_normal_(*w, 0.0, weight_init_std, -2.0, 2.0);
+    init(*w, [&](at::Tensor& t) { trunc_normal_(t, 0.0, weight_init_std, -2.0, 2.0); });
   }
-  attention_norm->weight.fill_(1.0);
-  ffn_norm->weight.fill_(1.0);
+  for (auto* w : {&attention_norm->weight, &ffn_norm->weight})
+    init(*w, [](at::Tensor& t) { t.fill_(1.0); });
 }
 
 // ---- Transformer -----------------------------------------------------------------------------
 
-TransformerImpl::TransformerImpl(const ModelArgs& args) : args_(args) {
+namespace {
+// ParamMemory::shape_only: `module`'s parameters keep their shape and lose their memory.
+void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {
+  if (!memory.shape_only) return;
+  for (auto& p : module.parameters())
+    p.set_data(shape_only(p.sizes(), p.options().device(memory.device)));
+}
+}  // namespace
+
+TransformerImpl::TransformerImpl(const ModelArgs& args, const ParamMemory& memory) : args_(args) {
   tok_embeddings =
       register_module("tok_embeddings", torch::nn::Embedding(args.vocab_size, args.dim));
+  make_shape_only(*tok_embeddings, memory);
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
+  for (int64_t i = 0; i < args.n_layers; ++i) {
+    TransformerBlock block(i, args);
+    make_shape_only(*block, memory);
+    layers->push_back(block);
+  }
   norm = register_module("norm", RMSNorm(args.dim, args.norm_eps));
   output = register_module("output", linear_layer(args.dim, args.vocab_size));
+  make_shape_only(*norm, memory);
+  make_shape_only(*output, memory);
   runners_.resize(args.n_layers);
   for (int64_t i = 0; i < args.n_layers; ++i) block_names_.push_back("layers." + std::to_string(i));
   freqs_cis_ = register_buffer(
@@ -191,18 +208,32 @@ void TransformerImpl::set_block_runner(int64_t layer, BlockRunner runner) {
   runners_.at(layer) = std::move(runner);
 }
 
-void TransformerImpl::init_weights() {
+void TransformerImpl::init_weights(const StartingValues& keep) {
   torch::NoGradGuard no_grad;
-  tok_embeddings->weight.normal_(0.0, 1.0);
+  std::unordered_map<const void*, std::string> names;
+  for (const auto& p : named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+  const TransformerBlockImpl::ParamInit init = [&](at::Tensor& param,
+                                                   const std::function<void(at::Tensor&)>& fill) {
+    if (!storage_released(param)) {
+      fill(param);
+      return;
+    }
+    TORCH_CHECK(keep, "init_weights: a parameter without memory needs somewhere to keep values");
+    at::Tensor values = at::empty(param.sizes(), param.options());
+    fill(values);
+    keep(names.at(param.unsafeGetTensorImpl()), values);
+  };
+  init(tok_embeddings->weight, [](at::Tensor& t) { t.normal_(0.0, 1.0); });
   for (const auto& layer : *layers) {
     auto* block = layer->as<TransformerBlock>();
     double std = args_.depth_init ? 0.02 / std::sqrt(2.0 * (block->layer_id() + 1))
                                   : 0.02 / std::sqrt(2.0 * args_.n_layers);
-    block->init_weights(std);
+    block->init_weights(std, init);
   }
-  norm->weight.fill_(1.0);
+  init(norm->weight, [](at::Tensor& t) { t.fill_(1.0); });
   const double final_std = 1.0 / std::sqrt(static_cast<double>(args_.dim));
-  trunc_normal_(output->weight, 0.0, final_std, -3 * final_std, 3 * final_std);
+  init(output->weight,
+       [&](at::Tensor& t) { trunc_normal_(t, 0.0, final_std, -3 * final_std, 3 * final_std); });
 }
 
 void trunc_normal_(at::Tensor& tensor, double mean, double std, double a, double b) {

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/model_args.h"
@@ -63,8 +64,10 @@ class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(int64_t layer_id, const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& freqs_cis);  // (B, T, D)
-  // torchtitan's init; `weight_init_std` is the std of wo, w2 and w3.
-  void init_weights(double weight_init_std);
+  // torchtitan's init; `weight_init_std` is the std of wo, w2 and w3. `init(param, fill)` runs
+  // each fill on the parameter's values (TransformerImpl::init_weights says where they go).
+  using ParamInit = std::function<void(at::Tensor& param, const std::function<void(at::Tensor&)>&)>;
+  void init_weights(double weight_init_std, const ParamInit& init);
   int64_t layer_id() const { return layer_id_; }
   Attention attention{nullptr};
   FeedForward feed_forward{nullptr};
@@ -106,13 +109,30 @@ class UnitHooks {
   virtual at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) = 0;
 };
 
+// How a model's parameters are built. By default on the CPU, holding memory (moved with to()).
+// shape_only: on `device`, holding none (model/param_storage.h), so that a rank that keeps only
+// its rows of them (FSDP) never holds the whole model. Each layer is still made as libtorch makes
+// it (its default initialization draws from the CPU generator, and torchtitan's init follows
+// those draws), its memory released before the next layer is made: the peak is one layer.
+struct ParamMemory {
+  bool shape_only = false;
+  c10::Device device = c10::kCPU;
+};
+
+// Where init_weights puts the starting values of a parameter that holds no memory:
+// keep(name, values), the parameter's whole values (valid during the call only).
+using StartingValues = std::function<void(const std::string& name, const at::Tensor& values)>;
+
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelArgs& args);
+  explicit TransformerImpl(const ModelArgs& args, const ParamMemory& memory = {});
   // tokens: (B, T) int64 -> logits (B, T, V). Requires T <= args.max_seq_len.
   at::Tensor forward(const at::Tensor& tokens);
-  // torchtitan's init, drawing from the default generator of the parameters' device.
-  void init_weights();
+  // torchtitan's init, drawing from the default generator of the parameters' device. A parameter
+  // that holds memory is set in place; one that holds none (ParamMemory::shape_only) is drawn
+  // whole into a temporary, one parameter at a time, and handed to `keep` (required then): the
+  // values are the same bits either way.
+  void init_weights(const StartingValues& keep = {});
   const ModelArgs& args() const { return args_; }
 
   // Runs block `layer` through `runner` from now on (an empty runner restores the default).

@@ -53,6 +53,18 @@ class DataParallel {
   // The optimizer the step uses: over the model's parameters, or over this rank's shards.
   virtual torch::optim::AdamW& optimizer() = 0;
 
+  // Where the model's starting values go, before the first step (the initialization, a
+  // checkpoint's or a Hugging Face folder's weights): rows [first_row, first_row +
+  // values.size(0)) of the parameter named `name` (the model's name) are `values`; this rank
+  // keeps the ones it holds and drops the rest. Throws std::invalid_argument for a name the model
+  // does not have or rows that do not fit the parameter. Not collective.
+  virtual void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) = 0;
+  // After a resume that loaded this rank's rows of each parameter's AdamW state (in the model's
+  // order, as load_checkpoint's RowShare from the plan's optimizer_rows keeps them): the
+  // optimizer()'s state from them. Nothing when `rows` is empty.
+  virtual void resume_optimizer_rows(
+      const std::vector<std::optional<AdamWParamSnapshot>>& rows) = 0;
+
   // kTrain with several ranks, after the last backward: every gradient the optimizer steps and
   // `loss_sum` (the step's summed loss, a float64 scalar on the device) summed over the ranks.
   // Collective; `step` names it in errors.
@@ -105,13 +117,17 @@ struct DataParallelSetup {
   bool autocast_bf16 = false;  // the step's autocast (FSDP gathers in bfloat16 under it)
 };
 
-// The strategy `setup.plan` names, built once the model holds its starting parameters (after a
-// resume: `resumed_rows` are this rank's rows of the AdamW state a resume loaded for
-// plan.optimizer_rows, empty when none). Under FSDP every rank keeps only its shards from here on
-// (collective: every rank builds it).
-std::unique_ptr<DataParallel> make_data_parallel(
-    const DataParallelSetup& setup,
-    const std::vector<std::optional<AdamWParamSnapshot>>& resumed_rows);
+// The strategy `setup.plan` names (collective: every rank builds it). The model is built as
+// setup.plan.param_memory says. When its parameters hold memory they hold the starting values
+// already, the same on every rank (FSDP then keeps each rank's rows and releases them); when
+// they hold none (shape only) every starting value comes through load_rows, each rank keeping
+// only its rows.
+std::unique_ptr<DataParallel> make_data_parallel(const DataParallelSetup& setup);
+
+// load_rows' check: throws its std::invalid_argument unless `values` are rows [first_row,
+// first_row + values.size(0)) of a parameter `name` of `sizes`.
+void check_rows_fit(const std::string& name, at::IntArrayRef sizes, int64_t first_row,
+                    const at::Tensor& values);
 
 // One process holding the whole of `model` (`params`, its parameters in its order), stepped by
 // `optimizer` (null for executions that do not update): a replication over one rank, for

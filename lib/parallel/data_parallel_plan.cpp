@@ -27,6 +27,13 @@ DataParallelPlan data_parallel_plan(const Config& config, int64_t world) {
   return plan;
 }
 
+ParamMemory DataParallelPlan::param_memory(const c10::Device& device) const {
+  ParamMemory memory;
+  memory.shape_only = fsdp;
+  memory.device = device;
+  return memory;
+}
+
 RowShare DataParallelPlan::optimizer_rows(int64_t rank) const {
   if (!fsdp) return RowShare();
   return RowShare{rank % shard, shard};

@@ -10,6 +10,7 @@
 
 #include "checkpoint/sharded_checkpoint.h"
 #include "config/config.h"
+#include "model/llama.h"
 
 namespace titan {
 
@@ -26,6 +27,9 @@ struct DataParallelPlan {
   bool hsdp() const { return fsdp && replicate > 1; }
   // The ranks the model state is split over (1: every rank holds it whole).
   int64_t state_shards() const { return fsdp ? shard : 1; }
+  // How the model is built on `device`: shape only under FSDP (each rank materializes only its
+  // rows: DataParallel::load_rows), holding memory otherwise.
+  ParamMemory param_memory(const c10::Device& device) const;
   // The rows of the AdamW state a resume loads on `rank`: its place in its shard group under
   // FSDP (no rank builds the whole moments), all of them otherwise.
   RowShare optimizer_rows(int64_t rank) const;

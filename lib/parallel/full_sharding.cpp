@@ -10,8 +10,7 @@
 
 namespace titan {
 
-FullSharding::FullSharding(const DataParallelSetup& setup,
-                           const std::vector<std::optional<AdamWParamSnapshot>>& resumed_rows)
+FullSharding::FullSharding(const DataParallelSetup& setup)
     : world_(setup.world),
       plan_(setup.plan),
       reshard_after_forward_(setup.config.parallelism.fsdp_reshard_after_forward),
@@ -35,8 +34,7 @@ FullSharding::FullSharding(const DataParallelSetup& setup,
   // and each rank keeps its rows; otherwise the backward reduce-scatters.
   sharded_->set_reduce_in_backward(!config.debug.batch_invariant);
   shard_optimizer_ = build_optimizer(sharded_->shards(), config.optimizer);
-  sharded_->take_optimizer_rows(resumed_rows, *shard_optimizer_);  // a resume's moments
-  return_free_heap_to_kernel();  // the whole model each rank built is freed
+  return_free_heap_to_kernel();  // a whole model built with memory (a test's) is freed
   if (config.debug.batch_invariant) {
     reducer_ = std::make_unique<GradientReducer>(world_, params_, kGradientBucketBytes, true);
   }

@@ -17,15 +17,21 @@ namespace titan {
 
 class FullSharding : public DataParallel {
  public:
-  // Requires: setup.plan.fsdp; the model holds its starting parameters on every rank (collective:
-  // every rank builds it). Releases the model's parameters: each rank keeps its shards.
-  FullSharding(const DataParallelSetup& setup,
-               const std::vector<std::optional<AdamWParamSnapshot>>& resumed_rows);
+  // Requires: setup.plan.fsdp; the model as make_data_parallel says (collective: every rank
+  // builds it). Releases the model's parameters: each rank keeps its shards.
+  explicit FullSharding(const DataParallelSetup& setup);
 
   int64_t ranks() const override { return world_.size(); }
   int64_t rank() const override { return world_.rank(); }
   void sum_over_ranks(at::Tensor& tensor, const std::string& what) override;
   torch::optim::AdamW& optimizer() override { return *shard_optimizer_; }
+  void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) override {
+    sharded_->load_rows(name, first_row, values);
+  }
+  void resume_optimizer_rows(
+      const std::vector<std::optional<AdamWParamSnapshot>>& rows) override {
+    sharded_->take_optimizer_rows(rows, *shard_optimizer_);
+  }
   void reduce_gradients(at::Tensor& loss_sum, int64_t step) override;
   double clip_gradients(double max_norm, GradNormAccumulate accumulate) override;
   uint64_t params_checksum() override { return sharded_->params_checksum(); }

@@ -69,11 +69,13 @@ FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
   // and checksums all count on one order.
   const auto named = model_->named_parameters();
   size_t k = 0;
-  for (const auto& unit : units_) {
-    for (const auto& p : unit->params()) {
-      if (k >= named.size() || !named[k].value().is_same(p))
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& params = units_[u]->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (k >= named.size() || !named[k].value().is_same(params[i]))
         throw std::logic_error("FSDP units do not cover the model's parameters in order");
       names_.push_back(named[k].key());
+      places_[named[k].key()] = {u, i};
       ++k;
     }
   }
@@ -119,6 +121,17 @@ bool FullyShardedModel::reshards(ParamUnit unit) const {
   }
   // torchtitan: the norm and output are needed first by the backward, so they stay.
   return unit != ParamUnit::kHead;
+}
+
+void FullyShardedModel::load_rows(const std::string& name, int64_t first_row,
+                                  const at::Tensor& values) {
+  const auto place = places_.find(name);
+  if (place == places_.end())
+    throw std::invalid_argument("load_rows: the model has no parameter " + name);
+  ShardedUnit& unit = *units_[place->second.first];
+  const size_t i = place->second.second;
+  check_rows_fit(name, unit.params()[i].sizes(), first_row, values);
+  unit.load_rows(i, first_row, values);
 }
 
 std::vector<at::Tensor> FullyShardedModel::shards() const {

@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/sharded_checkpoint.h"
@@ -39,7 +41,8 @@ ReshardAfterForward reshard_after_forward_of(const std::string& key_value);
 class FullyShardedModel {
  public:
   // Requires: `model` holds the same parameters on every rank of `group` (a shard group of 2 or
-  // more), float32 leaves; `group` outlives this. Releases the model's parameters (each rank
+  // more), or parameters without memory (built shape only: their values come through
+  // load_rows), float32 leaves; `group` outlives this. Releases the model's parameters (each rank
   // keeps its shards) and sets the model's unit hooks; the destructor unsets them.
   // `prefetch`: each unit's all-gather starts while the unit before it computes (the next
   // block's in the forward, the previous block's in the backward), as FSDP2 does; one more unit
@@ -51,6 +54,9 @@ class FullyShardedModel {
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
+
+  // DataParallel::load_rows, into the shards: before the first forward.
+  void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values);
 
   // This rank's shard of each unit, in the model's order: the optimizer's parameters.
   std::vector<at::Tensor> shards() const;
@@ -148,6 +154,8 @@ class FullyShardedModel {
   bool prefetch_;
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // embedding, blocks..., head
   std::vector<std::string> names_;                   // the model's parameter names, in order
+  // Each name's unit and place in it.
+  std::unordered_map<std::string, std::pair<size_t, size_t>> places_;
 };
 
 }  // namespace titan

@@ -35,6 +35,21 @@ torch::optim::AdamW& Replication::optimizer() {
   return *optimizer_;
 }
 
+void Replication::load_rows(const std::string& name, int64_t first_row,
+                            const at::Tensor& values) {
+  const at::Tensor* param = model_->named_parameters().find(name);
+  if (!param) throw std::invalid_argument("load_rows: the model has no parameter " + name);
+  check_rows_fit(name, param->sizes(), first_row, values);
+  at::NoGradGuard no_grad;
+  param->detach().narrow(0, first_row, values.size(0)).copy_(values);
+}
+
+void Replication::resume_optimizer_rows(
+    const std::vector<std::optional<AdamWParamSnapshot>>& rows) {
+  // Replication's resume restores the whole optimizer's state with the weights.
+  if (!rows.empty()) throw std::logic_error("replication: a resume has no rows to hand over");
+}
+
 void Replication::reduce_gradients(at::Tensor& loss_sum, int64_t step) {
   if (reducer_) reducer_->reduce(loss_sum, step);
 }

@@ -6,9 +6,11 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <functional>
+#include <stdexcept>
 
-#include "parallel/param_storage.h"
+#include "model/param_storage.h"
 #include "util/stopwatch.h"
 
 namespace titan {
@@ -36,11 +38,20 @@ ShardedUnit::ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, st
       params_(std::move(params)),
       name_(std::move(name)),
       layout_(params_, group.size()) {
+  const auto released = std::count_if(params_.begin(), params_.end(), storage_released);
+  if (released != 0 && static_cast<size_t>(released) != params_.size())
+    throw std::invalid_argument(name_ + ": some parameters hold memory and some do not");
   {
     at::NoGradGuard no_grad;
-    std::vector<at::Tensor> values;
-    for (const auto& p : params_) values.push_back(p.detach());
-    shard_ = layout_.segment_of(values, group_.rank()).requires_grad_();
+    if (released != 0) {  // shape only: the values come through load_rows
+      shard_ = at::zeros({layout_.segment_numel()}, params_.front().options());
+      gathered_ = false;
+    } else {
+      std::vector<at::Tensor> values;
+      for (const auto& p : params_) values.push_back(p.detach());
+      shard_ = layout_.segment_of(values, group_.rank());
+    }
+    shard_.requires_grad_();
   }
   for (const auto& p : params_) {
     auto accumulator = torch::autograd::impl::grad_accumulator(p);
@@ -48,6 +59,19 @@ ShardedUnit::ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, st
     accumulators_.push_back(std::move(accumulator));
   }
   release();
+}
+
+void ShardedUnit::load_rows(size_t i, int64_t first_row, const at::Tensor& values) {
+  if (gathered_) throw std::logic_error(name_ + ": load_rows while gathered");
+  const ParamShard& p = layout_.params().at(i);
+  const RowRange mine = fsdp_rows(p.rows, group_.rank(), group_.size());
+  const int64_t begin = std::max(mine.begin, first_row);
+  const int64_t end = std::min(mine.end, first_row + values.size(0));
+  if (begin >= end) return;
+  at::NoGradGuard no_grad;
+  layout_.shard_view(shard_.detach(), i)
+      .narrow(0, begin - mine.begin, end - begin)
+      .copy_(values.narrow(0, begin - first_row, end - begin));
 }
 
 void ShardedUnit::prefetch() {

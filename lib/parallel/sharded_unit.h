@@ -23,8 +23,9 @@ namespace titan {
 class ShardedUnit {
  public:
   // Requires: `params` (leaves, one dtype and device) hold the same values on every rank of
-  // `group`, and `group` outlives the unit. Keeps this rank's segment of them as shard() and
-  // releases their storage. Every rank builds its units in the same order.
+  // `group`, or all hold no memory (shape_only, model/param_storage.h); `group` outlives the
+  // unit. Keeps this rank's segment of their values as shard() (zeros for shape-only ones, until
+  // load_rows) and releases their storage. Every rank builds its units in the same order.
   ShardedUnit(ProcessGroup& group, std::vector<at::Tensor> params, std::string name);
   ShardedUnit(const ShardedUnit&) = delete;
   ShardedUnit& operator=(const ShardedUnit&) = delete;
@@ -63,6 +64,10 @@ class ShardedUnit {
   // bfloat16 values (held in the parameters' float32 storage). Takes effect at the next gather.
   void set_param_dtype(at::ScalarType dtype) { param_dtype_ = dtype; }
   at::ScalarType param_dtype() const { return param_dtype_; }
+
+  // Rows [first_row, first_row + values.size(0)) of parameter `i` are `values`: the shard keeps
+  // the ones this rank holds. Requires: released, and the rows fit the parameter (check_rows_fit).
+  void load_rows(size_t i, int64_t first_row, const at::Tensor& values);
 
   // This rank's segment of the parameters: (layout().segment_numel(),), requires grad.
   const at::Tensor& shard() const { return shard_; }

@@ -20,6 +20,7 @@
 #include "train/checkpointer.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/hash.h"
 #include "util/memory_limit.h"
 #include "util/stopwatch.h"
 #include "util/strings.h"
@@ -126,7 +127,7 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
                       "weights at step 0 with checkpoint.initial_load_path");
   }
   if (c.model_only) {
-    if (!excluded("model")) load_parameters(*model_, c.model);
+    if (!excluded("model")) load_model(c.model);
     start.step = c.step;
     start.notes.push_back(seed ? fmt::format("checkpoint: {} is a seed checkpoint: its weights, "
                                              "step 0, a fresh optimizer",
@@ -167,7 +168,7 @@ void Checkpointer::restore_parts(const CheckpointContents& c, const std::string&
                                  StartPoint& start) {
   const std::string optimizer_source = path + "/" + c.optimizer_file;
   if (excluded("optimizer") || optimizer_share_.shards > 0) {
-    if (!excluded("model")) load_parameters(*model_, c.model);
+    if (!excluded("model")) load_model(c.model);
     if (!excluded("optimizer")) {
       // FSDP: this rank's rows of the moments, for the sharded optimizer.
       std::vector<NamedSizes> shapes;
@@ -212,7 +213,7 @@ void Checkpointer::resume_from_hf_final_save(const std::string& path, StartPoint
                       "initial_load_path");
   }
   HfLoadReport report;
-  load_parameters(*model_, load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report));
+  load_model(load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report));
   start.step = step;
   start.notes.push_back(fmt::format(
       "checkpoint: {} is the run's final save (Hugging Face layout): nothing to train", path));
@@ -222,13 +223,24 @@ void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& 
   const auto load_start = SteadyClock::now();
   HfLoadReport report;
   const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
-  load_parameters(*model_, tensors);
+  load_model(tensors);
   for (const auto& note : report.notes) start.notes.push_back("checkpoint: " + note);
   start.notes.push_back(fmt::format(
       "initial weights from the Hugging Face checkpoint {} ({} file(s), {:.1f} MiB{}) in {:.2f} "
       "s; step 0, fresh optimizer",
       path, report.files.size(), static_cast<double>(report.bytes) / (1 << 20),
       report.tied ? ", tied embeddings" : "", seconds_since(load_start)));
+}
+
+void Checkpointer::load_model(const std::vector<NamedTensor>& tensors) {
+  std::vector<at::Tensor> values;
+  for (const auto& t : tensors) values.push_back(t.tensor);
+  loaded_checksum_ = tensors_checksum(values);
+  if (model_load_) {
+    model_load_(tensors);
+  } else {
+    load_parameters(*model_, tensors);
+  }
 }
 
 at::ScalarType Checkpointer::parameter_dtype() const {
@@ -259,7 +271,7 @@ void Checkpointer::load_initial_weights(const std::string& path, StartPoint& sta
     throw ConfigError(key, e.what(), e.hint().empty() ? hint : e.hint());
   }
   check_parameters_match(*model_, tensors, source, hint);
-  load_parameters(*model_, tensors);
+  load_model(tensors);
   start.notes.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
                                     source, tensors.size()));
 }

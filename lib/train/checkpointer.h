@@ -58,6 +58,15 @@ class Checkpointer {
   // A full save of each rank's rows, and a model-only save of the whole model, as `sharded`
   // (from the run's DataParallel) says; the default saves the whole model from rank 0.
   void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
+  // Where the weights resume_or_initialize loads go (checked against the model's shapes first):
+  // by default into the model's parameters; a model built without memory (FSDP) has `load` put
+  // them where its values live.
+  using ModelLoad = std::function<void(const std::vector<NamedTensor>& tensors)>;
+  void set_model_load(ModelLoad load) { model_load_ = std::move(load); }
+  // tensors_checksum of the weights resume_or_initialize loaded, in the order loaded; 0 when it
+  // loaded none. Ranks that keep only their rows of the weights compare it to know they read the
+  // same ones.
+  uint64_t loaded_checksum() const { return loaded_checksum_; }
   // FSDP, before resume_or_initialize: a resume loads only `share`'s rows of the optimizer state
   // (StartPoint::optimizer_rows), so that no rank builds the whole moments.
   void set_optimizer_rows(RowShare share) { optimizer_share_ = share; }
@@ -113,6 +122,7 @@ class Checkpointer {
   void resume_from_hf_final_save(const std::string& path, StartPoint& start);
   // Writes the final model in Hugging Face's layout as step-N (last_save_in_hf).
   SaveRecord save_hf(int64_t step);
+  void load_model(const std::vector<NamedTensor>& tensors);  // as set_model_load says
   at::ScalarType parameter_dtype() const;
   // Whether checkpoint.exclude_from_loading names `part`.
   bool excluded(const std::string& part) const;
@@ -130,6 +140,8 @@ class Checkpointer {
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
   ShardedSaves sharded_;
   RowShare optimizer_share_;
+  ModelLoad model_load_;
+  uint64_t loaded_checksum_ = 0;
 };
 
 }  // namespace titan

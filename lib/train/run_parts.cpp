@@ -64,9 +64,10 @@ RunParts::RunParts(const RunContext& run_context)
   layout.world = group.size();
   layout.global_order = config.debug.batch_invariant;
   batches = std::make_unique<StepBatches>(source, layout);
-  model = Transformer(args);
+  // Under FSDP the parameters hold no memory: each rank materializes only its rows, from the
+  // initialization or a checkpoint (parallel->load_rows).
+  model = Transformer(args, data_parallel.param_memory(context.device));
   model->to(context.device);
-  model->init_weights();
   model->train();
   const StepOptions options = step_options_for(context);
   kernels = model_kernels(args, context.device, options.autocast_bf16 ? at::kBFloat16 : at::kFloat);
@@ -76,17 +77,25 @@ RunParts::RunParts(const RunContext& run_context)
   std::vector<at::Tensor> params = model->parameters();
   optimizer = build_optimizer(params, config.optimizer);
   token_flops = flops_per_token(args, t.seq_len);
+  parallel = make_data_parallel(DataParallelSetup{config, data_parallel, group, model, params,
+                                                  *optimizer, options.autocast_bf16});
+  model->init_weights([this](const std::string& name, const at::Tensor& values) {
+    parallel->load_rows(name, 0, values);
+  });
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
+  checkpointer->set_model_load([this](const std::vector<NamedTensor>& tensors) {
+    for (const auto& tensor : tensors) parallel->load_rows(tensor.name, 0, tensor.tensor);
+  });
   // Under FSDP a resume loads this rank's rows of the moments only (its place in its shard group).
   checkpointer->set_optimizer_rows(data_parallel.optimizer_rows(group.rank()));
   start = checkpointer->resume_or_initialize();
   checkpointer->refuse_saves_onto_skipped(start.step);
-  initial_checksum = tensors_checksum(params);
-  check_replicas_agree(group, initial_checksum, 0);
-  parallel = make_data_parallel(DataParallelSetup{config, data_parallel, group, model, params,
-                                                  *optimizer, options.autocast_bf16},
-                                start.optimizer_rows);
+  parallel->resume_optimizer_rows(start.optimizer_rows);
   start.optimizer_rows.clear();
+  initial_checksum = parallel->params_checksum();
+  // Under FSDP every rank keeps only its rows of what it loaded, so the ranks compare what they
+  // read as well: one relative path can name other weights on each rank.
+  check_replicas_agree(group, hash_combine(initial_checksum, checkpointer->loaded_checksum()), 0);
   checkpointer->set_sharded(parallel->checkpoint_saves());
   if (tracer) tracer->set_gradient_source(parallel->gradient_source());
   StepTarget target;

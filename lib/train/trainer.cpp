@@ -125,8 +125,8 @@ TrainSummary Trainer::train() {
   std::ostream& log = outputs_.console();
   if (engine().step() == 0 && ctx_.device.is_cpu()) {
     // Baseline for activation memory (peak RSS minus this), used by scripts/bench_ac.sh.
-    log << fmt::format("[titan] rss before the first step: {:.3f} GiB\n",
-                       current_rss_bytes() / (1 << 30));
+    log << fmt::format("[titan] rss before the first step: {:.3f} GiB (peak so far {:.3f} GiB)\n",
+                       current_rss_bytes() / (1 << 30), peak_rss_bytes() / (1 << 30));
   }
   if (config_.checkpoint.create_seed_checkpoint) {
     parts_.checkpointer->save_seed(checkpoint_state(), log);

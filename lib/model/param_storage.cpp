@@ -1,5 +1,5 @@
 // Contract in param_storage.h.
-#include "parallel/param_storage.h"
+#include "model/param_storage.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
@@ -37,6 +37,13 @@ void install(const at::Tensor& t, at::DataPtr memory) {
 }
 
 }  // namespace
+
+at::Tensor shape_only(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor t = at::empty({0}, options);
+  // Sizes without a bounds check against the storage, which stays empty.
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
 
 void release_storage(const at::Tensor& t) {
   require_whole_storage(t, "release_storage");
