@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -27,30 +28,42 @@
 namespace titan {
 namespace {
 
-// Rank 0's peak resident memory at the end of a 2-rank run of debugmodel_wide (107M
-// parameters, where the model state outweighs the activations), from metrics.jsonl's last
-// memory_gib (ru_maxrss on the CPU), in bytes; `extra` picks FSDP or replication.
-double peak_rss_of_two_ranks(const std::string& dir, const std::string& extra) {
+// A run of debugmodel_wide (107M parameters, where the model state outweighs the activations)
+// over `world` ranks, `extra` picking FSDP or replication: rank 0's peak resident memory at the
+// end (metrics.jsonl's last memory_gib: ru_maxrss on the CPU) and each rank's peak up to its
+// first step (the start-up line "rss before the first step"), in bytes.
+struct RanksMemory {
+  double end_peak = -1;
+  std::vector<double> start_peaks;
+};
+RanksMemory memory_of_ranks(const std::string& dir, int world, const std::string& extra) {
   std::filesystem::create_directories(dir + "_out");
   const std::string flags =
       "--model.flavor debugmodel_wide --training.seq_len 64 --training.local_batch_size 1 "
       "--training.steps 2 --metrics.log_freq 1 --training.device cpu "
       "--activation_checkpoint.mode none --debug.seed 1 --job.dump_folder " +
       dir + extra;
-  const auto ranks = test::run_ranks(dir + "_out", test::same_args(2, flags));
+  setenv("LOG_RANK", "0,1,2,3", 1);  // every rank's start-up lines
+  const auto ranks = test::run_ranks(dir + "_out", test::same_args(world, flags));
+  unsetenv("LOG_RANK");
+  RanksMemory memory;
+  const std::regex start_line(
+      R"(rss before the first step: [.0-9]+ GiB \(peak so far ([.0-9]+) GiB\))");
   for (const auto& rank : ranks) {
     INFO(rank.output);
     REQUIRE(rank.exit_code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(rank.output, m, start_line));
+    memory.start_peaks.push_back(std::stod(m[1]) * (1 << 30));
   }
   std::istringstream jsonl(test::read_text(dir + "/metrics.jsonl"));
   const std::regex field(R"("memory_gib": ([.e+\-0-9]+))");
-  double gib = -1;
   std::smatch m;
   for (std::string line; std::getline(jsonl, line);) {
-    if (std::regex_search(line, m, field)) gib = std::stod(m[1]);
+    if (std::regex_search(line, m, field)) memory.end_peak = std::stod(m[1]) * (1 << 30);
   }
-  REQUIRE(gib > 0);
-  return gib * (1 << 30);
+  REQUIRE(memory.end_peak > 0);
+  return memory;
 }
 
 TEST_CASE(
@@ -172,18 +185,33 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "fsdp: through the binary, a rank's peak RSS at 2 ranks is below replication's by at least "
-    "the model state sharding removes, less two units gathered whole",
+    "fsdp: through the binary, a rank's peak RSS is below replication's: up to the first step by "
+    "35% of the weights over 2 ranks and 60% over 4 (no rank builds the whole model), and at the "
+    "end by what sharding the model state removes, less two units gathered whole",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_rss");
-  const double replicated =
-      peak_rss_of_two_ranks(dir + "/replicated",
-                            " --parallelism.data_parallel_shard_degree 1"
-                            " --parallelism.data_parallel_replicate_degree -1");
-  const double fsdp = peak_rss_of_two_ranks(dir + "/fsdp", "");
+  const RanksMemory replicated = memory_of_ranks(dir + "/replicated", 2, test::kReplicate);
+  const RanksMemory fsdp = memory_of_ranks(dir + "/fsdp", 2, "");
+  const RanksMemory fsdp4 = memory_of_ranks(dir + "/fsdp4", 4, "");
   const ModelArgs args = model_args_for_flavor(Flavor::kDebugModelWide);
   const double n = static_cast<double>(args.num_params());
   const double unit = static_cast<double>(largest_unit_params(args));  // a block here
+  // Up to the first step a replica holds the whole weights (4 B a parameter; the AdamW moments
+  // come with the first step); a shard its rows of them, plus one parameter drawn whole at a
+  // time by the initialization.
+  const double weights = 4.0 * n;
+  const double replicated_start = replicated.start_peaks.at(0);
+  for (size_t r = 0; r < fsdp.start_peaks.size(); ++r) {
+    INFO("rank " << r << " of 2: replicated " << replicated_start / (1 << 20) << " MiB, FSDP "
+                 << fsdp.start_peaks[r] / (1 << 20) << " MiB, weights " << weights / (1 << 20)
+                 << " MiB");
+    CHECK(replicated_start - fsdp.start_peaks[r] >= 0.35 * weights);
+  }
+  for (size_t r = 0; r < fsdp4.start_peaks.size(); ++r) {
+    INFO("rank " << r << " of 4: replicated " << replicated_start / (1 << 20) << " MiB, FSDP "
+                 << fsdp4.start_peaks[r] / (1 << 20) << " MiB");
+    CHECK(replicated_start - fsdp4.start_peaks[r] >= 0.60 * weights);
+  }
   // Sharding over 2 ranks removes half of the 16 B a parameter (weights, gradient, two AdamW
   // moments). In a block's backward a rank holds that block's weights and full gradients, the
   // gradients packed for the reduce-scatter and the previous block's weights prefetched: 4 x 4 B
@@ -194,10 +222,11 @@ TEST_CASE(
   // the weights (4 B a parameter replicated, 2 B sharded), which widened the gap by 2 B a
   // parameter; without it the gap measured 557-625 MiB.
   const double share = 16.0 * n / 2 - 16.0 * unit - 12.0 * unit;
-  INFO("replicated " << replicated / (1 << 20) << " MiB, FSDP " << fsdp / (1 << 20)
-                     << " MiB, the share " << share / (1 << 20) << " MiB");
+  INFO("replicated " << replicated.end_peak / (1 << 20) << " MiB, FSDP "
+                     << fsdp.end_peak / (1 << 20) << " MiB, the share " << share / (1 << 20)
+                     << " MiB");
   CHECK(share > 450.0 * (1 << 20));
-  CHECK(replicated - fsdp >= share);
+  CHECK(replicated.end_peak - fsdp.end_peak >= share);
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 #include <ATen/Parallel.h>
 
 #include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "catch_torch.h"
 #include "config/config.h"
+#include "distributed/shard_layout.h"
 #include "model/llama.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
@@ -100,6 +104,74 @@ TEST_CASE(
   }
   // The two ranks agree with each other too (the same model after the step).
   CHECK(replicated[0][0][0].item<int64_t>() == replicated[1][0][0].item<int64_t>());
+}
+
+TEST_CASE(
+    "parallel: under FSDP a rank builds the model shape only and keeps its rows of torchtitan's "
+    "init, bit for bit the rows of the whole model's, over 2 ranks and over 3 (rows that do not "
+    "divide); no rank holds a whole parameter, and loaded rows land in the shards",
+    "[distributed]") {
+  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  const uint64_t seed = 5;
+  std::vector<at::Tensor> whole;
+  {
+    at::manual_seed(seed);  // as a run's determinism controller seeds, before the model
+    Transformer reference(args);
+    reference->init_weights();
+    for (const auto& p : reference->parameters()) whole.push_back(p.detach().clone());
+  }
+  for (const int64_t world : {2, 3}) {
+    std::mutex generator;  // the ranks' threads draw from one default generator in turn
+    const auto outputs = test::on_gloo_ranks(world, [&](ProcessGroup& group) -> test::RankOutputs {
+      Config config;
+      DataParallelPlan plan;
+      plan.shard = world;
+      plan.fsdp = true;
+      std::unique_lock<std::mutex> draws(generator);
+      at::manual_seed(seed);
+      Transformer model(args, plan.param_memory(c10::Device(c10::kCPU)));
+      std::vector<at::Tensor> params = model->parameters();
+      auto whole_optimizer = build_optimizer(params, config.optimizer);
+      const auto parallel = make_data_parallel(
+          DataParallelSetup{config, plan, group, model, params, *whole_optimizer});
+      model->init_weights([&](const std::string& name, const at::Tensor& values) {
+        parallel->load_rows(name, 0, values);
+      });
+      draws.unlock();
+      int64_t held = 0;
+      for (const auto& p : params) held += static_cast<int64_t>(p.storage().nbytes());
+      test::RankOutputs out{at::tensor(held)};
+      for (const auto& piece : parallel->local_pieces()) out.push_back(piece.value.clone());
+      // Rows 1..2 of the output weight loaded as a checkpoint's would be: each rank keeps its own.
+      const at::Tensor loaded = at::full({2, args.dim}, 7.0f);
+      parallel->load_rows("output.weight", 1, loaded);
+      const auto pieces = parallel->local_pieces();
+      out.push_back(pieces.back().value.clone());
+      bool refused = false;  // rows past the parameter's end
+      try {
+        parallel->load_rows("output.weight", args.vocab_size - 1, loaded);
+      } catch (const std::invalid_argument& e) {
+        refused = std::string(e.what()).find("do not fit output.weight") != std::string::npos;
+      }
+      out.push_back(at::tensor(int64_t{refused}));
+      return out;
+    });
+    for (int64_t r = 0; r < world; ++r) {
+      INFO("rank " << r << " of " << world);
+      CHECK(outputs[r][0].item<int64_t>() == 0);
+      REQUIRE(outputs[r].size() == whole.size() + 3);
+      CHECK(outputs[r].back().item<int64_t>() == 1);
+      for (size_t k = 0; k < whole.size(); ++k) {
+        const RowRange rows = fsdp_rows(whole[k].size(0), r, world);
+        CHECK(at::equal(outputs[r][k + 1], whole[k].narrow(0, rows.begin, rows.end - rows.begin)));
+      }
+      at::Tensor expected = whole.back().clone();
+      expected.narrow(0, 1, 2).fill_(7.0f);
+      const RowRange rows = fsdp_rows(expected.size(0), r, world);
+      CHECK(at::equal(outputs[r][whole.size() + 1],
+                      expected.narrow(0, rows.begin, rows.end - rows.begin)));
+    }
+  }
 }
 
 }  // namespace

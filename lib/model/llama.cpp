@@ -3,6 +3,7 @@
 #include <ATen/record_function.h>
 #include <torch/nn/functional/activation.h>
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -11,6 +12,7 @@
 #include "model/param_storage.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
+#include "util/malloc_tuning.h"
 
 namespace titan {
 
@@ -142,6 +144,9 @@ void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {
   if (!memory.shape_only) return;
   for (auto& p : module.parameters())
     p.set_data(shape_only(p.sizes(), p.options().device(memory.device)));
+  // The freed weights lie between the module's small allocations, and the next layer's aligned
+  // requests do not fit those holes exactly: without a trim each block would stay resident.
+  return_free_heap_to_kernel();
 }
 }  // namespace
 
@@ -211,7 +216,15 @@ void TransformerImpl::set_block_runner(int64_t layer, BlockRunner runner) {
 void TransformerImpl::init_weights(const StartingValues& keep) {
   torch::NoGradGuard no_grad;
   std::unordered_map<const void*, std::string> names;
-  for (const auto& p : named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+  int64_t largest = 0;
+  for (const auto& p : named_parameters()) {
+    names[p.value().unsafeGetTensorImpl()] = p.key();
+    if (storage_released(p.value())) largest = std::max(largest, p.value().numel());
+  }
+  // One buffer for the values of every parameter without memory: fresh ones of each size would
+  // leave holes that stay resident. A contiguous view draws the same bits as a tensor of its own.
+  at::Tensor scratch;
+  if (largest > 0) scratch = at::empty({largest}, parameters().front().options());
   const TransformerBlockImpl::ParamInit init = [&](at::Tensor& param,
                                                    const std::function<void(at::Tensor&)>& fill) {
     if (!storage_released(param)) {
@@ -219,7 +232,7 @@ void TransformerImpl::init_weights(const StartingValues& keep) {
       return;
     }
     TORCH_CHECK(keep, "init_weights: a parameter without memory needs somewhere to keep values");
-    at::Tensor values = at::empty(param.sizes(), param.options());
+    at::Tensor values = scratch.narrow(0, 0, param.numel()).view(param.sizes());
     fill(values);
     keep(names.at(param.unsafeGetTensorImpl()), values);
   };

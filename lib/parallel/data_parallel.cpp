@@ -24,10 +24,10 @@ void check_rows_fit(const std::string& name, at::IntArrayRef sizes, int64_t firs
       first_row + values.size(0) <= sizes[0] && values.sizes().slice(1) == sizes.slice(1)) {
     return;
   }
-  throw std::invalid_argument(fmt::format(
-      "load_rows: rows {} to {} shaped {} do not fit {} ({})", first_row,
-      first_row + (values.dim() > 0 ? values.size(0) : 0), fmt::join(values.sizes(), "x"), name,
-      fmt::join(sizes, "x")));
+  throw std::invalid_argument(
+      fmt::format("load_rows: rows {} to {} shaped {} do not fit {} ({})", first_row,
+                  first_row + (values.dim() > 0 ? values.size(0) : 0),
+                  fmt::join(values.sizes(), "x"), name, fmt::join(sizes, "x")));
 }
 
 std::unique_ptr<DataParallel> one_process(Transformer model, const std::vector<at::Tensor>& params,

@@ -28,8 +28,7 @@ class FullSharding : public DataParallel {
   void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) override {
     sharded_->load_rows(name, first_row, values);
   }
-  void resume_optimizer_rows(
-      const std::vector<std::optional<AdamWParamSnapshot>>& rows) override {
+  void resume_optimizer_rows(const std::vector<std::optional<AdamWParamSnapshot>>& rows) override {
     sharded_->take_optimizer_rows(rows, *shard_optimizer_);
   }
   void reduce_gradients(at::Tensor& loss_sum, int64_t step) override;

@@ -35,8 +35,7 @@ torch::optim::AdamW& Replication::optimizer() {
   return *optimizer_;
 }
 
-void Replication::load_rows(const std::string& name, int64_t first_row,
-                            const at::Tensor& values) {
+void Replication::load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) {
   const at::Tensor* param = model_->named_parameters().find(name);
   if (!param) throw std::invalid_argument("load_rows: the model has no parameter " + name);
   check_rows_fit(name, param->sizes(), first_row, values);

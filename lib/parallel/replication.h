@@ -26,8 +26,7 @@ class Replication : public DataParallel {
   void sum_over_ranks(at::Tensor& tensor, const std::string& what) override;
   torch::optim::AdamW& optimizer() override;
   void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) override;
-  void resume_optimizer_rows(
-      const std::vector<std::optional<AdamWParamSnapshot>>& rows) override;
+  void resume_optimizer_rows(const std::vector<std::optional<AdamWParamSnapshot>>& rows) override;
   void reduce_gradients(at::Tensor& loss_sum, int64_t step) override;
   double clip_gradients(double max_norm, GradNormAccumulate accumulate) override;
   uint64_t params_checksum() override;

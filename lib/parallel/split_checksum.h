@@ -2,7 +2,8 @@
 // one consecutive range of each tensor's bytes, in rank order (FSDP's shards of a parameter:
 // rank r's rows follow rank r - 1's), without moving the tensors: each rank hashes the 1 MiB
 // chunks of hash_bytes that lie wholly in its range, and only those hashes and the bytes of the
-// chunks that span two ranks are exchanged (under 2 MiB a tensor and rank).
+// chunks that span two ranks are exchanged (under 2 MiB a tensor and rank, in exchanges of
+// at most 2 MiB for all ranks together, or one tensor's).
 #pragma once
 
 #include <ATen/ATen.h>
