@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -68,7 +69,8 @@ RanksMemory memory_of_ranks(const std::string& dir, int world, const std::string
 
 TEST_CASE(
     "fsdp: the memory check counts a rank's model state as sharded: 16 B a parameter / shard "
-    "degree plus the largest unit gathered, and never less than the whole weights built first",
+    "degree plus the largest unit gathered, and never less than the whole weights where a "
+    "checkpoint may be loaded (its weights are read whole)",
     "[config]") {
   Config config;
   const ModelArgs args = model_args_for_flavor(Flavor::k8B);
@@ -79,10 +81,20 @@ TEST_CASE(
   CHECK(largest_unit_params(args) == args.vocab_size * args.dim + args.dim);
   CHECK(estimate_memory(args, config, 1, cpu).model_state == 16.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
-  // From 8 ranks on, the shards are smaller than the weights each rank builds before sharding.
+  // A rank builds its shards only: from 8 ranks on they are below the whole weights.
   CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
-  CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 4.0 * n);
-  CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 4.0 * n);
+  CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 16.0 * n / 8 + 8.0 * largest);
+  CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 16.0 * n / 64 + 8.0 * largest);
+  // A run that may resume, or starts from saved weights, reads them whole first.
+  for (const auto& load : std::vector<std::function<void(Config&)>>{
+           [](Config& c) { c.checkpoint.enable = true; },
+           [](Config& c) { c.checkpoint.initial_load_path = "weights"; },
+           [](Config& c) { c.checkpoint.initial_load_in_hf = true; }}) {
+    Config loading;
+    load(loading);
+    CHECK(estimate_memory(args, loading, 1, cpu, 8).model_state == 4.0 * n);
+    CHECK(estimate_memory(args, loading, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
+  }
 }
 
 TEST_CASE(
