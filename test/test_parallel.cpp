@@ -109,7 +109,7 @@ TEST_CASE(
 TEST_CASE(
     "parallel: under FSDP a rank builds the model shape only and keeps its rows of torchtitan's "
     "init, bit for bit the rows of the whole model's, over 2 ranks and over 3 (rows that do not "
-    "divide); no rank holds a whole parameter, and loaded rows land in the shards",
+    "divide), no rank holding a whole parameter, and loaded rows land in the shards",
     "[distributed]") {
   const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
   const uint64_t seed = 5;
