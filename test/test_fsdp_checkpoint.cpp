@@ -102,8 +102,8 @@ TEST_CASE(
   CHECK(loaded.optimizer_metadata ==
         SafetensorsMetadata{{"format", "titan-train adamw 1"}, {"a.weight.step", "3"}});
 
-  // An FSDP rank of another degree keeps its rows of the moments only (rank 2 of 3: rows 4..5 of
-  // 5, 6..7 of 7, none of 4), the model whole.
+  // An FSDP rank of another degree keeps its rows of the weights and moments only (rank 2 of 3:
+  // rows 4..5 of 5, 6..7 of 7, none of 4), knowing each tensor's whole row count.
   const CheckpointContents rows = load_checkpoint(folder, 0, RowShare{2, 3});
   REQUIRE(rows.optimizer.size() == moments.size());
   for (size_t i = 0; i < moments.size(); ++i) {
@@ -112,7 +112,14 @@ TEST_CASE(
     CHECK(at::equal(rows.optimizer[i].tensor, expected.rows));
   }
   CHECK(rows.optimizer[4].tensor.size(0) == 0);
-  CHECK(at::equal(rows.model[0].tensor, model[0].tensor));
+  REQUIRE(rows.model.size() == model.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    INFO(model[i].name);
+    CHECK(at::equal(rows.model[i].tensor, rows_of(model[i].name, model[i].tensor, 2, 3).rows));
+    CHECK(rows.model_total_rows.at(i) == model[i].tensor.size(0));
+    CHECK(whole_model_shapes(rows)[i].tensor.sizes() == model[i].tensor.sizes());
+  }
+  CHECK(rows.files_checksum == loaded.files_checksum);
 
   // A manifest that lists one shard file less is damaged, named by the missing file.
   std::string manifest = test::read_text(folder + "/manifest.txt");

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/hf_checkpoint.h"
 #include "config/limits.h"
+#include "model/param_storage.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -297,6 +298,17 @@ bool is_shard_file(const std::string& file, const std::string& part, int64_t sha
   return false;
 }
 
+// `rows`' rows of each tensor of a whole file (all of them without shards), and in
+// `total_rows` (when given) each one's whole row count.
+void keep_rows(std::vector<NamedTensor>& tensors, RowShare rows, std::vector<int64_t>* total_rows) {
+  for (auto& t : tensors) {
+    if (total_rows) total_rows->push_back(t.tensor.dim() == 0 ? 0 : t.tensor.size(0));
+    if (rows.shards == 0 || t.tensor.dim() == 0) continue;  // a scalar: refused by its reader
+    const RowRange kept = rows.rows_of(t.tensor.size(0));
+    t.tensor = t.tensor.narrow(0, kept.begin, kept.end - kept.begin).clone();
+  }
+}
+
 uint64_t shard_bytes(const Manifest& m, const std::string& part) {
   uint64_t bytes = 0;
   for (const auto& f : m.files) {
@@ -307,8 +319,18 @@ uint64_t shard_bytes(const Manifest& m, const std::string& part) {
 
 }  // namespace
 
-CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
-                                   RowShare optimizer_rows) {
+std::vector<NamedTensor> whole_model_shapes(const CheckpointContents& c) {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < c.model.size(); ++i) {
+    std::vector<int64_t> sizes = c.model[i].tensor.sizes().vec();
+    if (!sizes.empty() && i < c.model_total_rows.size()) sizes[0] = c.model_total_rows[i];
+    out.push_back({c.model[i].name, shape_only(sizes, c.model[i].tensor.options())});
+  }
+  return out;
+}
+
+CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank, RowShare rows) {
+  const RowShare optimizer_rows = rows;
   const Manifest m = read_manifest(step_folder);
   CheckpointContents c;
   c.step = m.summary.step;
@@ -319,6 +341,8 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
   c.shards = m.summary.shards;
   c.replicas = m.summary.replicas;
   c.optimizer_rows = optimizer_rows;
+  c.model_rows = rows;
+  for (const auto& f : m.files) c.files_checksum = hash_combine(c.files_checksum, f.checksum);
   const bool has_rank_state = !c.model_only && rank < c.world_size;
   const std::string state_name = rank_file_name("train_state.bin", rank);
   for (const auto& name : required_files(c, has_rank_state, state_name)) {
@@ -330,7 +354,7 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
     }
   }
   // Shard files add their rows to whole tensors (the budget: what the files hold).
-  RowAssembler model_shards(shard_bytes(m, "model"));
+  RowAssembler model_shards(shard_bytes(m, "model"), rows);
   RowAssembler optimizer_shards(shard_bytes(m, "optimizer"), optimizer_rows);
   const std::string metadata_shard = shard_file_name("optimizer", 0);
   // One file's bytes at a time: each is verified, parsed and released before the next is read.
@@ -339,17 +363,12 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
     const std::string path = step_folder + "/" + f.name;
     if (f.name == "model.safetensors" && c.shards == 0) {
       c.model = parse_safetensors(std::move(bytes), path).tensors;
+      keep_rows(c.model, rows, &c.model_total_rows);
     } else if (f.name == "optimizer.safetensors" && c.shards == 0 && !c.model_only) {
       auto optimizer = parse_safetensors(std::move(bytes), path);
       c.optimizer = std::move(optimizer.tensors);
       c.optimizer_metadata = std::move(optimizer.metadata);
-      if (optimizer_rows.shards > 0) {
-        for (auto& t : c.optimizer) {
-          if (t.tensor.dim() == 0) continue;  // refused by the restore, which names it
-          const RowRange kept = optimizer_rows.rows_of(t.tensor.size(0));
-          t.tensor = t.tensor.narrow(0, kept.begin, kept.end - kept.begin).clone();
-        }
-      }
+      keep_rows(c.optimizer, optimizer_rows, nullptr);
     } else if (is_shard_file(f.name, "model", c.shards)) {
       model_shards.add(parse_safetensors(std::move(bytes), path), path);
     } else if (is_shard_file(f.name, "optimizer", c.shards) && !c.model_only) {
@@ -367,7 +386,7 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
     }
   }
   if (c.shards > 0) {
-    c.model = model_shards.finish(step_folder + "/model.shard*.safetensors");
+    c.model = model_shards.finish(step_folder + "/model.shard*.safetensors", &c.model_total_rows);
     if (!c.model_only) {
       c.optimizer = optimizer_shards.finish(step_folder + "/optimizer.shard*.safetensors");
       c.optimizer_file = metadata_shard;

@@ -52,7 +52,17 @@ struct CheckpointContents {
   // optimizer tensor were kept (all unless load_checkpoint was given a RowShare).
   std::string optimizer_file = "optimizer.safetensors";
   RowShare optimizer_rows;
+  // On load: which rows of each model tensor were kept (all unless load_checkpoint was given
+  // model rows), each one's whole row count in c.model's order, and a checksum of the files the
+  // manifest lists (their checksums): ranks that read the same checkpoint have the same one.
+  RowShare model_rows;
+  std::vector<int64_t> model_total_rows;
+  uint64_t files_checksum = 0;
 };
+
+// Tensors shaped as c.model's whole tensors (c.model_total_rows rows), holding no memory: for
+// checking them against a model's parameters. Nothing may read them.
+std::vector<NamedTensor> whole_model_shapes(const CheckpointContents& c);
 
 struct SaveRecord {
   std::string path;    // the step-N folder
@@ -115,9 +125,10 @@ std::vector<int64_t> prune_checkpoints(const std::string& folder, int64_t keep);
 // RuntimeFailure naming the damaged or missing file, with a hint to load another step
 // (checkpoint.load_step). Modifies nothing. `rank` selects the TrainState read into `state` (rank
 // 0: train_state.bin); a rank the checkpoint has no state for leaves `state` default (the caller
-// refuses a world_size change). `optimizer_rows`: the rows of each optimizer tensor kept (an
-// FSDP rank's: the whole moments are never built); the default keeps them all.
+// refuses a world_size change). `rows`: the rows of each model and optimizer tensor kept (an
+// FSDP rank's: the whole weights and moments are never built from shard files, which are read
+// one at a time); the default keeps them all.
 CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank = 0,
-                                   RowShare optimizer_rows = {});
+                                   RowShare rows = {});
 
 }  // namespace titan

@@ -126,10 +126,12 @@ void RowAssembler::add(const SafetensorsContents& part, const std::string& sourc
   }
 }
 
-std::vector<NamedTensor> RowAssembler::finish(const std::string& what) {
+std::vector<NamedTensor> RowAssembler::finish(const std::string& what,
+                                              std::vector<int64_t>* total_rows) {
   std::vector<NamedTensor> out;
   for (const auto& name : order_) {
     Whole& whole = wholes_.at(name);
+    if (total_rows) total_rows->push_back(whole.total);
     int64_t filled = whole.kept.begin;
     for (const auto& [begin, end] : whole.pieces) {
       if (begin > filled || filled >= whole.kept.end) break;

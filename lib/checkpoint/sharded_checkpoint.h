@@ -72,7 +72,7 @@ std::vector<CheckpointFile> write_checkpoint_shard(const std::string& folder,
                                                    const std::function<bool()>& should_abort);
 
 // Which rows of each tensor a load keeps: all (shards 0), or rank `position`'s of `shards` as
-// FSDP splits them (fsdp_rows), for an FSDP run that loads only the optimizer state it steps.
+// FSDP splits them (fsdp_rows), for an FSDP run that loads only the rows it holds.
 struct RowShare {
   int64_t position = 0;
   int64_t shards = 0;
@@ -93,9 +93,11 @@ class RowAssembler {
   // twice, or a dtype or row shape that differs from another file's.
   void add(const SafetensorsContents& part, const std::string& source);
 
-  // The tensors (their kept rows), in the order first added. Throws RuntimeFailure naming
-  // `what` and the first tensor some of whose kept rows no file held.
-  std::vector<NamedTensor> finish(const std::string& what);
+  // The tensors (their kept rows), in the order first added, and in `total_rows` (when given)
+  // each one's whole row count. Throws RuntimeFailure naming `what` and the first tensor some of
+  // whose kept rows no file held.
+  std::vector<NamedTensor> finish(const std::string& what,
+                                  std::vector<int64_t>* total_rows = nullptr);
 
  private:
   struct Whole {

@@ -60,7 +60,7 @@ class DataParallel {
   // does not have or rows that do not fit the parameter. Not collective.
   virtual void load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) = 0;
   // After a resume that loaded this rank's rows of each parameter's AdamW state (in the model's
-  // order, as load_checkpoint's RowShare from the plan's optimizer_rows keeps them): the
+  // order, as load_checkpoint's RowShare from the plan's loaded_rows keeps them): the
   // optimizer()'s state from them. Nothing when `rows` is empty.
   virtual void resume_optimizer_rows(
       const std::vector<std::optional<AdamWParamSnapshot>>& rows) = 0;

@@ -34,7 +34,7 @@ ParamMemory DataParallelPlan::param_memory(const c10::Device& device) const {
   return memory;
 }
 
-RowShare DataParallelPlan::optimizer_rows(int64_t rank) const {
+RowShare DataParallelPlan::loaded_rows(int64_t rank) const {
   if (!fsdp) return RowShare();
   return RowShare{rank % shard, shard};
 }

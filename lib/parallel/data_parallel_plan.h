@@ -30,9 +30,9 @@ struct DataParallelPlan {
   // How the model is built on `device`: shape only under FSDP (each rank materializes only its
   // rows: DataParallel::load_rows), holding memory otherwise.
   ParamMemory param_memory(const c10::Device& device) const;
-  // The rows of the AdamW state a resume loads on `rank`: its place in its shard group under
-  // FSDP (no rank builds the whole moments), all of them otherwise.
-  RowShare optimizer_rows(int64_t rank) const;
+  // The rows of the weights and AdamW state a resume loads on `rank`: its place in its shard
+  // group under FSDP (no rank builds the whole weights or moments), all of them otherwise.
+  RowShare loaded_rows(int64_t rank) const;
 };
 
 // Requires: the degrees passed check_parallelism and data_parallel_degree for `world`.

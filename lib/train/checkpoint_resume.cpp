@@ -28,6 +28,13 @@
 namespace titan {
 namespace {
 
+// tensors_checksum of loaded weights, in the order loaded.
+uint64_t checksum_of(const std::vector<NamedTensor>& tensors) {
+  std::vector<at::Tensor> values;
+  for (const auto& t : tensors) values.push_back(t.tensor);
+  return tensors_checksum(values);
+}
+
 // The hashed keys whose values differ from those the checkpoint was saved with.
 std::vector<std::string> changed_keys(const std::string& saved_toml, const std::string& source,
                                       const Config& current) {
@@ -105,12 +112,11 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
   }
   const auto load_start = SteadyClock::now();
   // A global data order has one position for all ranks: each takes rank 0's state.
-  const CheckpointContents c =
-      load_checkpoint(path, batches_.saved_rank_to_load(), optimizer_share_);
+  const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load(), rows_);
   const bool seed = c.model_only && c.step == 0;
   if (!c.model_only && !excluded("dataloader"))
     batches_.check_resumable(c.world_size, c.global_data_order, path);
-  check_parameters_match(*model_, c.model, path,
+  check_parameters_match(*model_, whole_model_shapes(c), path,
                          "the checkpoint was saved for another model shape: restore the model "
                          "keys of its config.toml, or use another checkpoint.folder");
   if (c.step > config_.training.steps && !excluded("train_state")) {
@@ -127,7 +133,7 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
                       "weights at step 0 with checkpoint.initial_load_path");
   }
   if (c.model_only) {
-    if (!excluded("model")) load_model(c.model);
+    if (!excluded("model")) load_model(c.model, c.files_checksum, &c);
     start.step = c.step;
     start.notes.push_back(seed ? fmt::format("checkpoint: {} is a seed checkpoint: its weights, "
                                              "step 0, a fresh optimizer",
@@ -167,8 +173,8 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
 void Checkpointer::restore_parts(const CheckpointContents& c, const std::string& path,
                                  StartPoint& start) {
   const std::string optimizer_source = path + "/" + c.optimizer_file;
-  if (excluded("optimizer") || optimizer_share_.shards > 0) {
-    if (!excluded("model")) load_model(c.model);
+  if (excluded("optimizer") || rows_.shards > 0) {
+    if (!excluded("model")) load_model(c.model, c.files_checksum, &c);
     if (!excluded("optimizer")) {
       // FSDP: this rank's rows of the moments, for the sharded optimizer.
       std::vector<NamedSizes> shapes;
@@ -213,7 +219,8 @@ void Checkpointer::resume_from_hf_final_save(const std::string& path, StartPoint
                       "initial_load_path");
   }
   HfLoadReport report;
-  load_model(load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report));
+  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
+  load_model(tensors, checksum_of(tensors));
   start.step = step;
   start.notes.push_back(fmt::format(
       "checkpoint: {} is the run's final save (Hugging Face layout): nothing to train", path));
@@ -223,7 +230,7 @@ void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& 
   const auto load_start = SteadyClock::now();
   HfLoadReport report;
   const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
-  load_model(tensors);
+  load_model(tensors, checksum_of(tensors));
   for (const auto& note : report.notes) start.notes.push_back("checkpoint: " + note);
   start.notes.push_back(fmt::format(
       "initial weights from the Hugging Face checkpoint {} ({} file(s), {:.1f} MiB{}) in {:.2f} "
@@ -232,14 +239,17 @@ void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& 
       report.tied ? ", tied embeddings" : "", seconds_since(load_start)));
 }
 
-void Checkpointer::load_model(const std::vector<NamedTensor>& tensors) {
-  std::vector<at::Tensor> values;
-  for (const auto& t : tensors) values.push_back(t.tensor);
-  loaded_checksum_ = tensors_checksum(values);
-  if (model_load_) {
-    model_load_(tensors);
-  } else {
+void Checkpointer::load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum,
+                              const CheckpointContents* c) {
+  loaded_checksum_ = checksum;
+  if (!model_load_) {
     load_parameters(*model_, tensors);
+    return;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const bool rows = c && c->model_rows.shards > 0;
+    const int64_t first = rows ? c->model_rows.rows_of(c->model_total_rows.at(i)).begin : 0;
+    model_load_(tensors[i].name, first, tensors[i].tensor);
   }
 }
 
@@ -271,7 +281,7 @@ void Checkpointer::load_initial_weights(const std::string& path, StartPoint& sta
     throw ConfigError(key, e.what(), e.hint().empty() ? hint : e.hint());
   }
   check_parameters_match(*model_, tensors, source, hint);
-  load_model(tensors);
+  load_model(tensors, checksum_of(tensors));
   start.notes.push_back(fmt::format("initial weights from {} ({} tensors); step 0, fresh optimizer",
                                     source, tensors.size()));
 }

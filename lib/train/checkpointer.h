@@ -33,7 +33,7 @@ struct StartPoint {
   // The step the LR schedule counts from (checkpoint.exclude_from_loading holds "lr_scheduler":
   // it starts again at the resumed step, as torchtitan's fresh scheduler does).
   int64_t schedule_origin = 0;
-  // With set_optimizer_rows: this rank's rows of each parameter's AdamW state, in the model's
+  // With set_rows: this rank's rows of each parameter's AdamW state, in the model's
   // order, for FullyShardedModel::take_optimizer_rows (the whole optimizer gets none); empty when
   // none was loaded.
   std::vector<std::optional<AdamWParamSnapshot>> optimizer_rows;
@@ -59,17 +59,21 @@ class Checkpointer {
   // (from the run's DataParallel) says; the default saves the whole model from rank 0.
   void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
   // Where the weights resume_or_initialize loads go (checked against the model's shapes first):
-  // by default into the model's parameters; a model built without memory (FSDP) has `load` put
-  // them where its values live.
-  using ModelLoad = std::function<void(const std::vector<NamedTensor>& tensors)>;
+  // by default into the model's parameters, whole; a model built without memory (FSDP) has
+  // `load` put rows [first_row, first_row + rows.size(0)) of parameter `name` where its values
+  // live (DataParallel::load_rows).
+  using ModelLoad =
+      std::function<void(const std::string& name, int64_t first_row, const at::Tensor& rows)>;
   void set_model_load(ModelLoad load) { model_load_ = std::move(load); }
-  // tensors_checksum of the weights resume_or_initialize loaded, in the order loaded; 0 when it
-  // loaded none. Ranks that keep only their rows of the weights compare it to know they read the
-  // same ones.
+  // What resume_or_initialize loaded weights from, as a checksum: of the checkpoint's files (its
+  // manifest's checksums), or of the tensors of a Hugging Face folder or a .safetensors file; 0
+  // when it loaded none. Ranks that keep only their rows of the weights compare it to know they
+  // read the same ones.
   uint64_t loaded_checksum() const { return loaded_checksum_; }
-  // FSDP, before resume_or_initialize: a resume loads only `share`'s rows of the optimizer state
-  // (StartPoint::optimizer_rows), so that no rank builds the whole moments.
-  void set_optimizer_rows(RowShare share) { optimizer_share_ = share; }
+  // FSDP, before resume_or_initialize (with set_model_load): a resume loads only `share`'s rows
+  // of the weights and of the optimizer state (StartPoint::optimizer_rows), so that no rank
+  // builds the whole weights or moments from shard files.
+  void set_rows(RowShare share) { rows_ = share; }
 
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
@@ -122,7 +126,10 @@ class Checkpointer {
   void resume_from_hf_final_save(const std::string& path, StartPoint& start);
   // Writes the final model in Hugging Face's layout as step-N (last_save_in_hf).
   SaveRecord save_hf(int64_t step);
-  void load_model(const std::vector<NamedTensor>& tensors);  // as set_model_load says
+  // As set_model_load says: `tensors` (the rows c.model_rows keeps of them, from `c` when given),
+  // loaded from what `checksum` identifies.
+  void load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum,
+                  const CheckpointContents* c = nullptr);
   at::ScalarType parameter_dtype() const;
   // Whether checkpoint.exclude_from_loading names `part`.
   bool excluded(const std::string& part) const;
@@ -139,7 +146,7 @@ class Checkpointer {
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
   ShardedSaves sharded_;
-  RowShare optimizer_share_;
+  RowShare rows_;
   ModelLoad model_load_;
   uint64_t loaded_checksum_ = 0;
 };

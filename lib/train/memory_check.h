@@ -18,8 +18,8 @@ namespace titan {
 struct MemoryEstimate {
   // fp32 weights, gradients and AdamW's two moments: 16 B/parameter, on each rank. Under FSDP
   // 16 B/parameter / shard degree, plus the largest unit's weights and gradients gathered (8 B
-  // each of its parameters); at least the whole model's weights (4 B/parameter) when the run may
-  // load a checkpoint or initial weights, which are read whole before a rank keeps its rows.
+  // each of its parameters); at least the whole model's weights (4 B/parameter) when the run
+  // loads initial weights, which are read whole before a rank keeps its rows.
   double model_state = 0;
   // One micro-batch: logits and their gradient, each block's input, and while one block runs
   // (in any activation checkpointing mode) its q, k, v, attention output and SwiGLU's two

@@ -83,11 +83,13 @@ RunParts::RunParts(const RunContext& run_context)
     parallel->load_rows(name, 0, values);
   });
   checkpointer = std::make_unique<Checkpointer>(config, group, model, *optimizer, *batches);
-  checkpointer->set_model_load([this](const std::vector<NamedTensor>& tensors) {
-    for (const auto& tensor : tensors) parallel->load_rows(tensor.name, 0, tensor.tensor);
-  });
-  // Under FSDP a resume loads this rank's rows of the moments only (its place in its shard group).
-  checkpointer->set_optimizer_rows(data_parallel.optimizer_rows(group.rank()));
+  checkpointer->set_model_load(
+      [this](const std::string& name, int64_t first_row, const at::Tensor& rows) {
+        parallel->load_rows(name, first_row, rows);
+      });
+  // Under FSDP a resume loads this rank's rows of the weights and moments only (its place in its
+  // shard group).
+  checkpointer->set_rows(data_parallel.loaded_rows(group.rank()));
   start = checkpointer->resume_or_initialize();
   checkpointer->refuse_saves_onto_skipped(start.step);
   parallel->resume_optimizer_rows(start.optimizer_rows);
