@@ -214,3 +214,64 @@ TEST_CASE(
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("there is no such folder: text is tokenized bytewise"));
 }
+
+TEST_CASE(
+    "tokenizer in training: the vocab.json + merges.txt fallback trains, tokenizes and "
+    "validates, fingerprint.log hashing both files",
+    "[tokenizer][data]") {
+  const std::string assets = test::temp_dir("vocab_merges_assets");
+  // A byte-level BPE ("Ġ" is the space byte): "hello" is one token after four merges.
+  test::write_text(assets + "/vocab.json", Json{{"[UNK]", 0},
+                                                {"<s>", kBos},
+                                                {"</s>", kEos},
+                                                {"h", 3},
+                                                {"e", 4},
+                                                {"l", 5},
+                                                {"o", 6},
+                                                {"\xC4\xA0", 7},
+                                                {"he", 8},
+                                                {"ll", 9},
+                                                {"hell", 10},
+                                                {"hello", 11}}
+                                               .dump());
+  test::write_text(assets + "/merges.txt", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n");
+  test::write_text(assets + "/tokenizer_config.json",
+                   Json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
+  const std::string dir = test::temp_dir("vocab_merges");
+  std::string docs;
+  std::vector<uint32_t> expected;
+  for (int d = 0; d < 60; ++d) {
+    std::string doc = "hello";
+    expected.insert(expected.end(), {kBos, 11});
+    for (int w = 0; w < d % 7; ++w) {
+      doc += " hello";
+      expected.insert(expected.end(), {7, 11});
+    }
+    expected.push_back(kEos);
+    docs += Json{{"text", doc}}.dump() + "\n";
+  }
+  const std::string path = test::write_text(dir + "/docs.jsonl", docs);
+  const std::string flags = "--model.hf_assets_path " + assets +
+                            " --training.dataset jsonl --training.dataset_path " + path;
+
+  auto tokenized =
+      test::run_titan("tokenize --model.flavor tiny " + flags + " -o " + dir + "/o.bin");
+  INFO(tokenized.output);
+  REQUIRE(tokenized.exit_code == 0);
+  CHECK(read_uint32(dir + "/o.bin") == expected);
+
+  auto trained = test::run_titan(test::tiny_run(
+      dir + "/run", 2,
+      flags +
+          " --validation.enable --validation.freq 1 --validation.steps 1 --validation.seq_len 16 "
+          "--validation.dataset jsonl --validation.dataset_path " +
+          path));
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  CHECK_THAT(trained.output, Catch::Contains("vocab.json+merges.txt (BPE) from " + assets +
+                                             "/vocab.json + " + assets + "/merges.txt"));
+  CHECK_THAT(trained.output, Catch::Contains("validation"));
+  const std::string fingerprint = test::read_text(dir + "/run/fingerprint.log");
+  CHECK_THAT(fingerprint, Catch::Contains("\ntokenizer " + assets + "/vocab.json "));
+  CHECK_THAT(fingerprint, Catch::Contains(" " + assets + "/merges.txt "));
+}

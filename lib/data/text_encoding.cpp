@@ -56,6 +56,8 @@ std::string file_hash(const std::string& path) {
 std::string fingerprint_of(const Tokenizer& tokenizer, const std::string& folder) {
   const std::string& file = tokenizer.info().file;
   std::string line = fmt::format("{} {}", file, file_hash(file));
+  const std::string& merges = tokenizer.info().merges_file;
+  if (!merges.empty()) line += fmt::format(" {} {}", merges, file_hash(merges));
   const std::string config = folder + "/tokenizer_config.json";
   struct stat st {};
   if (::stat(config.c_str(), &st) == 0 && S_ISREG(st.st_mode))

@@ -159,7 +159,7 @@ std::unique_ptr<HfTokenizer> load_vocab_files(const std::string& dir, const std:
   StringIdMap ids;
   for (auto& [token, id] : vocab) ids.insert(token, id, true);
   info.kind = name + "+merges.txt (BPE)";
-  info.file = source + " + " + merges;
+  info.merges_file = merges;
   p.model = make_bpe_model(BpeModel(std::move(ids), pairs, BpeConfig{}, merges));
   p.pre_tokenizer = make_byte_level_pre_tokenizer(false, true);
   p.decoder = "ByteLevel";
@@ -295,8 +295,9 @@ std::string Tokenizer::describe() const {
   auto id = [](const std::optional<int32_t>& v, const std::string& token) {
     return v ? fmt::format("{} ({})", *v, token) : std::string("none");
   };
-  return fmt::format("tokenizer: {} from {}, vocab size {}, bos {}{}, eos {}{}", info_.kind,
-                     info_.file, info_.vocab_size, id(info_.bos_id, info_.bos_token),
+  return fmt::format("tokenizer: {} from {}{}, vocab size {}, bos {}{}, eos {}{}", info_.kind,
+                     info_.file, info_.merges_file.empty() ? "" : " + " + info_.merges_file,
+                     info_.vocab_size, id(info_.bos_id, info_.bos_token),
                      info_.hf_adds_bos ? " (added by the post-processor)" : "",
                      id(info_.eos_id, info_.eos_token),
                      info_.hf_adds_eos ? " (added by the post-processor)" : "");
