@@ -59,7 +59,7 @@ struct TokenizerInfo {
   std::string kind;
   std::string file;         // the file it was read from (the vocabulary, with merges_file)
   std::string merges_file;  // vocab.json + merges.txt: the merges, read beside `file`
-  int64_t vocab_size = 0;  // HF's get_vocab_size(): distinct tokens, added ones included
+  int64_t vocab_size = 0;   // HF's get_vocab_size(): distinct tokens, added ones included
   std::optional<int32_t> bos_id, eos_id;
   std::string bos_token, eos_token;
   bool hf_adds_bos = false, hf_adds_eos = false;          // the post-processor adds them
