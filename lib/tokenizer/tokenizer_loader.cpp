@@ -295,12 +295,11 @@ std::string Tokenizer::describe() const {
   auto id = [](const std::optional<int32_t>& v, const std::string& token) {
     return v ? fmt::format("{} ({})", *v, token) : std::string("none");
   };
-  return fmt::format("tokenizer: {} from {}{}, vocab size {}, bos {}{}, eos {}{}", info_.kind,
-                     info_.file, info_.merges_file.empty() ? "" : " + " + info_.merges_file,
-                     info_.vocab_size, id(info_.bos_id, info_.bos_token),
-                     info_.hf_adds_bos ? " (added by the post-processor)" : "",
-                     id(info_.eos_id, info_.eos_token),
-                     info_.hf_adds_eos ? " (added by the post-processor)" : "");
+  return fmt::format(
+      "tokenizer: {} from {}{}, vocab size {}, bos {}{}, eos {}{}", info_.kind, info_.file,
+      info_.merges_file.empty() ? "" : " + " + info_.merges_file, info_.vocab_size,
+      id(info_.bos_id, info_.bos_token), info_.hf_adds_bos ? " (added by the post-processor)" : "",
+      id(info_.eos_id, info_.eos_token), info_.hf_adds_eos ? " (added by the post-processor)" : "");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& assets_path) {
