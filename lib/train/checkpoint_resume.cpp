@@ -246,8 +246,8 @@ void Checkpointer::load_model(const std::vector<NamedTensor>& tensors, uint64_t 
     load_parameters(*model_, tensors);
     return;
   }
+  const bool rows = c && c->model_rows.shards > 0;  // else whole tensors
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const bool rows = c && c->model_rows.shards > 0;
     const int64_t first = rows ? c->model_rows.rows_of(c->model_total_rows.at(i)).begin : 0;
     model_load_(tensors[i].name, first, tensors[i].tensor);
   }
