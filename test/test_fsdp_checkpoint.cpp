@@ -121,6 +121,27 @@ TEST_CASE(
   }
   CHECK(rows.files_checksum == loaded.files_checksum);
 
+  // A rank reads only the shard files that hold some of its rows: a damaged byte in rank 3's
+  // model file (rows 6 of 7 and 3 of 4) leaves ranks 0 of 4 and 0 of 2 loading as before, and is
+  // named where a load needs that file.
+  const std::string shard3 = folder + "/model.shard3.safetensors";
+  std::string bytes = test::read_text(shard3);
+  bytes[bytes.size() - 1] ^= 0x10;
+  fs::remove(shard3);
+  test::write_text(shard3, bytes);
+  for (const RowShare share : {RowShare{0, 4}, RowShare{0, 2}}) {
+    const CheckpointContents kept = load_checkpoint(folder, 0, share);
+    for (size_t i = 0; i < model.size(); ++i) {
+      INFO(model[i].name << " " << share.position << " of " << share.shards);
+      CHECK(at::equal(kept.model[i].tensor,
+                      rows_of(model[i].name, model[i].tensor, share.position, share.shards).rows));
+    }
+  }
+  for (const RowShare share : {RowShare{3, 4}, RowShare{}}) {
+    CHECK_THROWS_WITH(load_checkpoint(folder, 0, share),
+                      Catch::Contains("model.shard3.safetensors: the contents do not match"));
+  }
+
   // A manifest that lists one shard file less is damaged, named by the missing file.
   std::string manifest = test::read_text(folder + "/manifest.txt");
   const auto line = manifest.find("file model.shard3.safetensors");
@@ -253,12 +274,14 @@ TEST_CASE(
   fs::create_directories(dir + "/resume_out");
   const auto ranks = test::run_ranks(dir + "/resume_out",
                                      test::same_args(2, test::tiny_run(dir + "/fsdp", 4, args)));
-  // Rank 0 names the file; a rank that reads slower may see rank 0 gone first. Both exit 1.
+  // At the layout it was saved at, only rank 1 reads that file (it holds rank 1's rows): rank 1
+  // names it, rank 0 names rank 1 gone. Both exit 1.
   INFO(ranks[0].output << ranks[1].output);
   CHECK(ranks[0].exit_code == 1);
   CHECK(ranks[1].exit_code == 1);
-  CHECK_THAT(ranks[0].output, Catch::Contains("optimizer.shard1.safetensors: the contents do not "
+  CHECK_THAT(ranks[1].output, Catch::Contains("optimizer.shard1.safetensors: the contents do not "
                                               "match the manifest's checksum (damaged)"));
+  CHECK_THAT(ranks[0].output, !Catch::Contains("optimizer.shard1.safetensors"));
 }
 
 TEST_CASE(

@@ -70,7 +70,7 @@ RanksMemory memory_of_ranks(const std::string& dir, int world, const std::string
 TEST_CASE(
     "fsdp: the memory check counts a rank's model state as sharded: 16 B a parameter / shard "
     "degree plus the largest unit gathered, and never less than the whole weights where the "
-    "run loads initial weights (read whole)",
+    "run loads initial weights read whole (not a Hugging Face folder's)",
     "[config]") {
   Config config;
   const ModelArgs args = model_args_for_flavor(Flavor::k8B);
@@ -85,18 +85,19 @@ TEST_CASE(
   CHECK(16.0 * n / 8 + 8.0 * largest < 4.0 * n);
   CHECK(estimate_memory(args, config, 1, cpu, 8).model_state == 16.0 * n / 8 + 8.0 * largest);
   CHECK(estimate_memory(args, config, 1, cpu, 64).model_state == 16.0 * n / 64 + 8.0 * largest);
-  // A resume reads a rank's rows of shard files; initial weights are read whole first.
+  // A resume reads a rank's rows of shard files, and so does a Hugging Face load; other initial
+  // weights are read whole first.
   Config resumes;
   resumes.checkpoint.enable = true;
   CHECK(estimate_memory(args, resumes, 1, cpu, 8).model_state == 16.0 * n / 8 + 8.0 * largest);
-  for (const auto& load : std::vector<std::function<void(Config&)>>{
-           [](Config& c) { c.checkpoint.initial_load_path = "weights"; },
-           [](Config& c) { c.checkpoint.initial_load_in_hf = true; }}) {
-    Config loading;
-    load(loading);
-    CHECK(estimate_memory(args, loading, 1, cpu, 8).model_state == 4.0 * n);
-    CHECK(estimate_memory(args, loading, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
-  }
+  Config from_hf;
+  from_hf.checkpoint.initial_load_in_hf = true;
+  from_hf.checkpoint.initial_load_path = "hf_folder";
+  CHECK(estimate_memory(args, from_hf, 1, cpu, 8).model_state == 16.0 * n / 8 + 8.0 * largest);
+  Config loading;
+  loading.checkpoint.initial_load_path = "weights";
+  CHECK(estimate_memory(args, loading, 1, cpu, 8).model_state == 4.0 * n);
+  CHECK(estimate_memory(args, loading, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
 }
 
 TEST_CASE(

@@ -2,6 +2,7 @@
 // checkpoint and hands its final model back in that layout, as torchtitan's keys do.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -9,7 +10,10 @@
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
+#include "checkpoint/safetensors_reader.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "model/model_args.h"
+#include "test_ranks.h"
 #include "test_util.h"
 
 using namespace titan;
@@ -120,4 +124,71 @@ TEST_CASE(
       test::tiny_run(dir, 2, "--checkpoint.initial_load_in_hf --model.hf_assets_path ''"));
   CHECK(nowhere.exit_code == 2);
   CHECK_THAT(nowhere.output, Catch::Contains("are both empty"));
+}
+
+TEST_CASE(
+    "hf keys: an FSDP rank reads only its rows of a Hugging Face checkpoint (wq and wk: the "
+    "whole heads that hold them), bit for bit the rows of a whole load",
+    "[hf][checkpoint]") {
+  if (!fs::exists(hf_tiny() + "/config.json")) TITAN_SKIP("test/data/hf_tiny is absent");
+  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  HfLoadReport whole_report;
+  const auto whole = load_hf_checkpoint(hf_tiny(), args, at::kFloat, &whole_report);
+  // What every rank reads whatever its rows: the three files' length words and headers.
+  uint64_t headers = 0;
+  for (const auto& file : whole_report.files) {
+    headers += SafetensorsReader(file, uint64_t(1) << 30).header().data_start;
+  }
+  // The bytes of `rows` rows of parameter i in the files (bfloat16; hf_tiny ties output.weight
+  // and holds no lm_head).
+  auto file_bytes = [&](size_t i, int64_t rows) -> uint64_t {
+    if (whole[i].name == "output.weight") return 0;
+    const at::Tensor& t = whole[i].tensor;
+    return static_cast<uint64_t>(rows * (t.numel() / t.size(0)) * 2);
+  };
+  uint64_t data = 0;
+  for (size_t i = 0; i < whole.size(); ++i) data += file_bytes(i, whole[i].tensor.size(0));
+  REQUIRE(whole_report.bytes == headers + data);
+  for (int64_t shards : {2, 3}) {  // over 3, wq's 64 rows and wk's 32 are cut inside heads of 16
+    for (int64_t position = 0; position < shards; ++position) {
+      INFO(position << " of " << shards);
+      const RowShare share{position, shards};
+      HfLoadReport report;
+      const auto rows = load_hf_checkpoint(hf_tiny(), args, at::kFloat, &report, share);
+      REQUIRE(rows.size() == whole.size());
+      uint64_t expected = headers;
+      for (size_t i = 0; i < whole.size(); ++i) {
+        INFO(whole[i].name);
+        const RowRange kept = share.rows_of(whole[i].tensor.size(0));
+        CHECK(same_tensor_bits(rows[i].tensor,
+                               whole[i].tensor.narrow(0, kept.begin, kept.end - kept.begin)));
+        int64_t read = kept.end - kept.begin;
+        if (permuted_heads(whole[i].name, args) > 0 && read > 0) {
+          read = ((kept.end + 15) / 16 - kept.begin / 16) * 16;  // the whole heads of 16 rows
+        }
+        expected += file_bytes(i, read);
+      }
+      CHECK(report.bytes == expected);
+      CHECK(report.headers_checksum == whole_report.headers_checksum);
+    }
+  }
+}
+
+TEST_CASE(
+    "hf keys: FSDP ranks that start from a Hugging Face checkpoint, each reading its rows, "
+    "train as one process does (batch_invariant)",
+    "[hf][checkpoint][distributed]") {
+  if (!fs::exists(hf_tiny() + "/config.json")) TITAN_SKIP("test/data/hf_tiny is absent");
+  const std::string dir = test::temp_dir("hf_fsdp");
+  const std::string args = test::tokens_dataset(dir) +
+                           " --debug.batch_invariant true --training.global_batch_size 4 "
+                           "--checkpoint.initial_load_in_hf --checkpoint.initial_load_path " +
+                           hf_tiny();
+  const std::string one = test::train_ranks(dir, "one", 1, args, 3);
+  CHECK_THAT(one, Catch::Contains("MiB read, tied embeddings"));
+  const std::string fsdp = test::train_ranks(dir, "fsdp", 2, args, 3);
+  CHECK_THAT(fsdp, Catch::Contains("FSDP: parameters, gradients and AdamW state sharded"));
+  const std::string steps = test::run_step_lines(dir + "/one");
+  CHECK(std::count(steps.begin(), steps.end(), '\n') == 3);
+  CHECK(test::run_step_lines(dir + "/fsdp") == steps);
 }

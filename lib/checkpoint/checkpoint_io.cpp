@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/hf_checkpoint.h"
+#include "checkpoint/safetensors_reader.h"
 #include "config/limits.h"
 #include "model/param_storage.h"
 #include "util/error.h"
@@ -317,6 +318,28 @@ uint64_t shard_bytes(const Manifest& m, const std::string& part) {
   return bytes;
 }
 
+// The tensors of the listed file `f` as its header gives them, without their data (shape_only).
+SafetensorsContents header_shapes(const std::string& path, const FileEntry& f) {
+  const std::string hint = "the checkpoint is damaged; load another one (checkpoint.load_step)";
+  try {
+    const SafetensorsReader reader(path, f.size);
+    SafetensorsContents shapes;
+    shapes.metadata = reader.header().metadata;
+    for (const auto& e : reader.header().entries) {
+      shapes.tensors.push_back({e.name, shape_only(e.shape, at::TensorOptions().dtype(e.dtype))});
+    }
+    return shapes;
+  } catch (const std::system_error& e) {
+    if (e.code().value() == EFBIG) {
+      throw RuntimeFailure(
+          fmt::format("{}: larger than the {} bytes the manifest says (extended)", path, f.size),
+          hint);
+    }
+    throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
+                         hint);
+  }
+}
+
 }  // namespace
 
 std::vector<NamedTensor> whole_model_shapes(const CheckpointContents& c) {
@@ -357,10 +380,31 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
   RowAssembler model_shards(shard_bytes(m, "model"), rows);
   RowAssembler optimizer_shards(shard_bytes(m, "optimizer"), optimizer_rows);
   const std::string metadata_shard = shard_file_name("optimizer", 0);
+  auto add_optimizer_shard = [&](const SafetensorsContents& part, const std::string& path,
+                                 const std::string& name) {
+    optimizer_shards.add(part, path);
+    if (name != metadata_shard) return;
+    for (const auto& [key, value] : part.metadata) {
+      if (!starts_with(key, "rows.")) c.optimizer_metadata[key] = value;
+    }
+  };
   // One file's bytes at a time: each is verified, parsed and released before the next is read.
+  // A rank that keeps rows reads only the shard files that hold some of them (their headers
+  // say which): the others add their shapes alone.
   for (const auto& f : m.files) {
-    std::string bytes = read_checked(step_folder, f);
     const std::string path = step_folder + "/" + f.name;
+    const bool model_shard = is_shard_file(f.name, "model", c.shards);
+    const bool optimizer_shard = is_shard_file(f.name, "optimizer", c.shards) && !c.model_only;
+    if ((model_shard || optimizer_shard) && rows.shards > 0) {
+      const SafetensorsContents shapes = header_shapes(path, f);
+      RowAssembler& assembler = model_shard ? model_shards : optimizer_shards;
+      if (!assembler.holds_kept_rows(shapes, path)) {
+        if (model_shard) model_shards.add(shapes, path);
+        if (optimizer_shard) add_optimizer_shard(shapes, path, f.name);
+        continue;
+      }
+    }
+    std::string bytes = read_checked(step_folder, f);
     if (f.name == "model.safetensors" && c.shards == 0) {
       c.model = parse_safetensors(std::move(bytes), path).tensors;
       keep_rows(c.model, rows, &c.model_total_rows);
@@ -369,16 +413,10 @@ CheckpointContents load_checkpoint(const std::string& step_folder, int64_t rank,
       c.optimizer = std::move(optimizer.tensors);
       c.optimizer_metadata = std::move(optimizer.metadata);
       keep_rows(c.optimizer, optimizer_rows, nullptr);
-    } else if (is_shard_file(f.name, "model", c.shards)) {
+    } else if (model_shard) {
       model_shards.add(parse_safetensors(std::move(bytes), path), path);
-    } else if (is_shard_file(f.name, "optimizer", c.shards) && !c.model_only) {
-      const auto part = parse_safetensors(std::move(bytes), path);
-      optimizer_shards.add(part, path);
-      if (f.name == metadata_shard) {
-        for (const auto& [key, value] : part.metadata) {
-          if (!starts_with(key, "rows.")) c.optimizer_metadata[key] = value;
-        }
-      }
+    } else if (optimizer_shard) {
+      add_optimizer_shard(parse_safetensors(std::move(bytes), path), path, f.name);
     } else if (f.name == state_name && has_rank_state) {
       c.state = decode_train_state(bytes, path);
     } else if (f.name == "config.toml") {

@@ -18,6 +18,7 @@
 
 #include "checkpoint/hf_config.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "model/model_args.h"
 
 namespace titan {
@@ -32,8 +33,10 @@ constexpr uint64_t kHfDefaultShardBytes = 5'000'000'000ull;
 struct HfLoadReport {
   HfLlamaConfig config;
   std::vector<std::string> files;  // the safetensors files read, in order
-  uint64_t bytes = 0;              // their sizes together
-  bool tied = false;               // output.weight is embed_tokens (tie_word_embeddings)
+  uint64_t bytes = 0;              // the bytes read from them (headers and the rows kept)
+  // Of the files' headers: equal on ranks that read the same files (whatever rows each keeps).
+  uint64_t headers_checksum = 0;
+  bool tied = false;  // output.weight is embed_tokens (tie_word_embeddings)
   // Things transformers would also pass over, one line each: skipped rotary tables, an
   // lm_head.weight that tie_word_embeddings overrides.
   std::vector<std::string> notes;
@@ -50,18 +53,22 @@ uint64_t hf_max_file_bytes(const ModelArgs& args);
 
 // Loads the Hugging Face checkpoint at `path` (its folder, its model.safetensors or its
 // model.safetensors.index.json) for the model `args` builds: config.json (beside the weights)
-// is checked first (check_hf_config: every mismatch named), then each safetensors file is read
-// whole, one at a time (a regular file no larger than hf_max_file_bytes), its tensors renamed,
-// wq and wk permuted to titan-train's RoPE layout and converted to `dtype` (float32, bfloat16,
-// float16 or float64 files alike).
-// Returns titan-train's parameters in module order (llama_parameter_shapes); with tied
-// embeddings output.weight is the same tensor as tok_embeddings.weight.
+// is checked first (check_hf_config: every mismatch named), then each safetensors file (a regular
+// file no larger than hf_max_file_bytes), one at a time, its header first, then tensor by
+// tensor: renamed, wq and wk permuted to titan-train's RoPE layout and converted to `dtype`
+// (float32, bfloat16, float16 or float64 files alike).
+// `keep` chooses the rows (first dimension) of each parameter to read: all (shards 0), or an
+// FSDP rank's (RowShare). Only those rows' bytes are read; for wq and wk, the whole heads that
+// hold them (the permutation works within a head).
+// Returns titan-train's parameters (their kept rows) in module order (llama_parameter_shapes);
+// with tied embeddings output.weight is the same tensor as tok_embeddings.weight.
 // Throws ConfigError (exit 2) naming the file for a missing config.json, safetensors file or
 // tensor, a tensor of another shape or not floating, an unknown tensor, a shard other than the
 // one the index names, a tensor in two files; FileRefused for a path that is not a regular file;
 // RuntimeFailure (exit 1) for a damaged safetensors file.
 std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const ModelArgs& args,
-                                            at::ScalarType dtype, HfLoadReport* report = nullptr);
+                                            at::ScalarType dtype, HfLoadReport* report = nullptr,
+                                            RowShare keep = {});
 
 struct HfWriteOptions {
   at::ScalarType dtype = at::kFloat;  // float32, bfloat16 or float16

@@ -10,8 +10,10 @@
 
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
+#include "checkpoint/safetensors_reader.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/hash.h"
 #include "util/json_cursor.h"
 
 namespace titan {
@@ -19,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kHint =
+constexpr const char* kHfFolderHint =
     "give the folder of a Hugging Face Llama checkpoint written for this model.flavor";
 
 std::string shape_text(at::IntArrayRef sizes) {
@@ -35,21 +37,21 @@ struct HfFiles {
 HfFiles locate(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw ConfigError(path, "no such file or folder", kHint);
+  if (ec || !fs::exists(st)) throw ConfigError(path, "no such file or folder", kHfFolderHint);
   HfFiles f;
   if (fs::is_directory(st)) {
     f.folder = path;
     f.sharded = fs::exists(path + "/" + kHfIndexFile, ec);
     if (!f.sharded && !fs::exists(path + "/" + kHfSingleFile, ec)) {
       throw ConfigError(path, fmt::format("holds neither {} nor {}", kHfSingleFile, kHfIndexFile),
-                        kHint);
+                        kHfFolderHint);
     }
     return f;
   }
   const std::string name = fs::path(path).filename().string();
   if (name != kHfSingleFile && name != kHfIndexFile) {
     throw ConfigError(path, fmt::format("is neither {} nor {}", kHfSingleFile, kHfIndexFile),
-                      kHint);
+                      kHfFolderHint);
   }
   f.folder = fs::path(path).parent_path().string();
   if (f.folder.empty()) f.folder = ".";
@@ -62,7 +64,7 @@ void check_shard_name(const std::string& name, const std::string& index) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
     throw ConfigError(index, fmt::format("names the shard \"{}\", not a file beside it", name),
-                      kHint);
+                      kHfFolderHint);
   }
 }
 
@@ -72,7 +74,7 @@ std::map<std::string, std::string> read_index(const std::string& path) {
   try {
     text = read_file(path, kMaxTextFileBytes);
   } catch (const std::system_error& e) {
-    throw ConfigError(path, e.code().message(), kHint);
+    throw ConfigError(path, e.code().message(), kHfFolderHint);
   }
   std::map<std::string, std::string> weight_map;
   bool has_map = false;
@@ -92,26 +94,39 @@ std::map<std::string, std::string> read_index(const std::string& path) {
     });
     if (!cur.at_end()) cur.fail("trailing characters after the object");
   } catch (const JsonSyntaxError& e) {
-    throw ConfigError(path, fmt::format("JSON, {}", e.what()), kHint);
+    throw ConfigError(path, fmt::format("JSON, {}", e.what()), kHfFolderHint);
   }
-  if (!has_map) throw ConfigError(path, "has no \"weight_map\"", kHint);
+  if (!has_map) throw ConfigError(path, "has no \"weight_map\"", kHfFolderHint);
   for (const auto& [tensor, shard] : weight_map) check_shard_name(shard, path);
   return weight_map;
 }
 
-std::string read_weights(const std::string& path, uint64_t max_bytes) {
+SafetensorsReader open_weights(const std::string& path, uint64_t max_bytes) {
   try {
-    return read_file(path, max_bytes);
+    return SafetensorsReader(path, max_bytes);
   } catch (const std::system_error& e) {
     if (e.code().value() == EFBIG) {
       throw ConfigError(path,
                         fmt::format("is larger than the {} bytes this model's weights can take in "
                                     "float32 (with 64 MiB for headers)",
                                     max_bytes),
-                        kHint);
+                        kHfFolderHint);
     }
-    throw ConfigError(path, e.code().message(), kHint);
+    throw ConfigError(path, e.code().message(), kHfFolderHint);
   }
+}
+
+// The rows `keep` chooses of the parameter stored as `e`. wq and wk (heads > 0) are read as the
+// whole heads that hold those rows: Hugging Face permutes rows within each head.
+at::Tensor read_kept_rows(SafetensorsReader& reader, const SafetensorsEntry& e, int64_t heads,
+                          RowShare keep) {
+  const RowRange rows = keep.rows_of(e.shape.empty() ? 1 : e.shape[0]);
+  if (heads <= 0 || rows.begin == rows.end) return reader.read_rows(e, rows.begin, rows.end);
+  const int64_t head_rows = e.shape[0] / heads;
+  const int64_t first = rows.begin / head_rows, last = (rows.end + head_rows - 1) / head_rows;
+  const at::Tensor block =
+      permute_from_hf(reader.read_rows(e, first * head_rows, last * head_rows), last - first);
+  return block.narrow(0, rows.begin - first * head_rows, rows.end - rows.begin).clone();
 }
 
 }  // namespace
@@ -129,7 +144,8 @@ uint64_t hf_max_file_bytes(const ModelArgs& args) {
 }
 
 std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const ModelArgs& args,
-                                            at::ScalarType dtype, HfLoadReport* report) {
+                                            at::ScalarType dtype, HfLoadReport* report,
+                                            RowShare keep) {
   HfLoadReport local;
   HfLoadReport& r = report ? *report : local;
   r = HfLoadReport{};
@@ -161,14 +177,15 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
   const uint64_t max_bytes = hf_max_file_bytes(args);
   for (const auto& file : files) {
     const std::string file_path = where.folder + "/" + file;
-    std::string bytes = read_weights(file_path, max_bytes);
-    r.bytes += bytes.size();
+    SafetensorsReader reader = open_weights(file_path, max_bytes);
     r.files.push_back(file_path);
-    const SafetensorsContents contents = parse_safetensors(std::move(bytes), file_path);
-    for (const auto& t : contents.tensors) {
+    r.headers_checksum = hash_combine(
+        r.headers_checksum, hash_bytes(reader.header().json.data(), reader.header().json.size()));
+    for (const auto& t : reader.header().entries) {
       if (!found_in.emplace(t.name, file_path).second) {
-        throw ConfigError(
-            file_path, fmt::format("tensor \"{}\" is also in {}", t.name, found_in[t.name]), kHint);
+        throw ConfigError(file_path,
+                          fmt::format("tensor \"{}\" is also in {}", t.name, found_in[t.name]),
+                          kHfFolderHint);
       }
       if (where.sharded) {
         auto listed = weight_map.find(t.name);
@@ -176,7 +193,7 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
           throw ConfigError(file_path,
                             fmt::format("holds tensor \"{}\", which {} places in {}", t.name,
                                         kHfIndexFile, listed->second),
-                            kHint);
+                            kHfFolderHint);
         }
       }
       if (is_skipped_hf_tensor(t.name)) {
@@ -189,30 +206,31 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
                           fmt::format("tensor \"{}\" is not a parameter of this config's model "
                                       "({} layers)",
                                       t.name, args.n_layers),
-                          kHint);
+                          kHfFolderHint);
       }
       const auto& sizes = expected.at(*titan_name);
-      if (t.tensor.sizes() != at::IntArrayRef(sizes)) {
+      if (at::IntArrayRef(t.shape) != at::IntArrayRef(sizes)) {
         throw ConfigError(file_path,
                           fmt::format("tensor \"{}\" has shape {} there, {} in this config's model",
-                                      t.name, shape_text(t.tensor.sizes()), shape_text(sizes)),
-                          kHint);
+                                      t.name, shape_text(t.shape), shape_text(sizes)),
+                          kHfFolderHint);
       }
-      if (!at::isFloatingType(t.tensor.scalar_type())) {
+      if (!at::isFloatingType(t.dtype)) {
         throw ConfigError(file_path,
                           fmt::format("tensor \"{}\" has dtype {}, not a floating type", t.name,
-                                      c10::toString(t.tensor.scalar_type())),
-                          kHint);
+                                      c10::toString(t.dtype)),
+                          kHfFolderHint);
       }
+      const at::Tensor value =
+          read_kept_rows(reader, t, permuted_heads(*titan_name, args), keep).to(dtype);
       if (*titan_name == "output.weight") {
-        lm_head = t.tensor;
+        lm_head = value;
         lm_head_file = file_path;
         if (r.config.tie_word_embeddings) continue;
       }
-      const int64_t heads = permuted_heads(*titan_name, args);
-      at::Tensor value = heads > 0 ? permute_from_hf(t.tensor, heads) : t.tensor;
-      loaded[*titan_name] = value.to(dtype);
+      loaded[*titan_name] = value;
     }
+    r.bytes += reader.bytes_read();
   }
   if (where.sharded) {
     for (const auto& [tensor, shard] : weight_map) {
@@ -220,7 +238,7 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
         throw ConfigError(where.folder + "/" + shard,
                           fmt::format("tensor \"{}\" is missing ({} places it in this file)",
                                       tensor, kHfIndexFile),
-                          kHint);
+                          kHfFolderHint);
       }
     }
   }
@@ -234,7 +252,7 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
     // As transformers: lm_head is embed_tokens, whatever lm_head.weight the files hold.
     r.tied = true;
     loaded["output.weight"] = loaded["tok_embeddings.weight"];
-    if (lm_head.defined() && !at::equal(lm_head.to(dtype), loaded["output.weight"])) {
+    if (lm_head.defined() && !at::equal(lm_head, loaded["output.weight"])) {
       r.notes.push_back(
           fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight "
                       "and is not used: config.json sets tie_word_embeddings",
@@ -251,7 +269,7 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
           fmt::format(
               "tensor \"{}\" is missing{}", hf,
               hf == "lm_head.weight" ? " (config.json does not set tie_word_embeddings)" : ""),
-          kHint);
+          kHfFolderHint);
     }
     out.push_back({p.name, it->second});
   }

@@ -61,13 +61,7 @@ std::string header_json(const std::vector<at::Tensor>& contiguous,
   return json;
 }
 
-struct Entry {
-  std::string name;
-  at::ScalarType dtype = at::kFloat;
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;
-  bool has_dtype = false, has_shape = false, has_offsets = false;
-};
+using Entry = SafetensorsEntry;
 
 at::ScalarType parse_dtype(JsonCursor& cur) {
   std::string name;
@@ -97,27 +91,28 @@ std::vector<uint64_t> parse_uint_array(JsonCursor& cur) {
 Entry parse_entry(JsonCursor& cur, std::string name) {
   Entry e;
   e.name = std::move(name);
+  bool has_dtype = false, has_shape = false, has_offsets = false;
   cur.object([&](const std::string& key) {
     if (key == "dtype") {
       e.dtype = parse_dtype(cur);
-      e.has_dtype = true;
+      has_dtype = true;
     } else if (key == "shape") {
       for (uint64_t d : parse_uint_array(cur)) {
         if (d > kMaxDim) cur.fail(fmt::format("dimension {} is too large", d));
         e.shape.push_back(static_cast<int64_t>(d));
       }
-      e.has_shape = true;
+      has_shape = true;
     } else if (key == "data_offsets") {
       auto offsets = parse_uint_array(cur);
       if (offsets.size() != 2) cur.fail("data_offsets must hold two integers");
       e.begin = offsets[0];
       e.end = offsets[1];
-      e.has_offsets = true;
+      has_offsets = true;
     } else {
       cur.skip_value();
     }
   });
-  if (!e.has_dtype || !e.has_shape || !e.has_offsets) {
+  if (!has_dtype || !has_shape || !has_offsets) {
     cur.fail(fmt::format("tensor \"{}\" lacks dtype, shape or data_offsets", e.name));
   }
   return e;
@@ -201,34 +196,44 @@ at::Tensor SafetensorsContents::find(const std::string& name) const {
   return at::Tensor();
 }
 
-SafetensorsContents parse_safetensors(std::string file_bytes, const std::string& source) {
-  const auto shared = std::make_shared<const std::string>(std::move(file_bytes));
-  const std::string& bytes = *shared;
+SafetensorsHeader parse_safetensors_header(const ReadBytes& read, uint64_t file_size,
+                                           const std::string& source) {
   const std::string hint = "the file is damaged or not a safetensors file";
-  if (bytes.size() < 8) {
+  if (file_size < 8) {
     throw RuntimeFailure(
-        fmt::format("{}: {} bytes, shorter than the 8-byte header length", source, bytes.size()),
+        fmt::format("{}: {} bytes, shorter than the 8-byte header length", source, file_size),
         hint);
   }
   uint64_t length = 0;
-  std::memcpy(&length, bytes.data(), sizeof length);
-  if (length > bytes.size() - 8 || length > kMaxHeaderBytes) {
-    throw RuntimeFailure(fmt::format("{}: header length {} exceeds the file's {} bytes", source,
-                                     length, bytes.size()),
-                         hint);
+  const std::string length_bytes = read(0, sizeof length);
+  std::memcpy(&length, length_bytes.data(), sizeof length);
+  if (length > file_size - 8 || length > kMaxHeaderBytes) {
+    throw RuntimeFailure(
+        fmt::format("{}: header length {} exceeds the file's {} bytes", source, length, file_size),
+        hint);
   }
-  SafetensorsContents contents;
-  std::vector<Entry> entries;
+  SafetensorsHeader header;
+  header.json = read(8, length);
   try {
-    entries = parse_header(bytes.substr(8, length), contents.metadata);
+    header.entries = parse_header(header.json, header.metadata);
   } catch (const JsonSyntaxError& e) {
     throw RuntimeFailure(fmt::format("{}: header JSON, {}", source, e.what()), hint);
   }
-  const uint64_t data_start = 8 + length;
-  check_entries(entries, bytes.size() - data_start, source);
-  for (const auto& e : entries) {
+  header.data_start = 8 + length;
+  check_entries(header.entries, file_size - header.data_start, source);
+  return header;
+}
+
+SafetensorsContents parse_safetensors(std::string file_bytes, const std::string& source) {
+  const auto shared = std::make_shared<const std::string>(std::move(file_bytes));
+  const std::string& bytes = *shared;
+  const SafetensorsHeader header = parse_safetensors_header(
+      [&](uint64_t offset, uint64_t n) { return bytes.substr(offset, n); }, bytes.size(), source);
+  SafetensorsContents contents;
+  contents.metadata = header.metadata;
+  for (const auto& e : header.entries) {
     const auto options = at::TensorOptions().dtype(e.dtype);
-    const char* data = bytes.data() + data_start + e.begin;
+    const char* data = bytes.data() + header.data_start + e.begin;
     at::Tensor t;
     if (reinterpret_cast<uintptr_t>(data) % at::elementSize(e.dtype) == 0 && e.end > e.begin) {
       t = at::from_blob(

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,29 @@ struct SafetensorsContents {
   // The tensor called `name`, or an undefined tensor.
   at::Tensor find(const std::string& name) const;
 };
+
+// One tensor as the header describes it; its bytes are [begin, end) from the end of the header.
+struct SafetensorsEntry {
+  std::string name;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> entries;  // in the header's order
+  SafetensorsMetadata metadata;
+  std::string json;         // the header's bytes, as the file holds them
+  uint64_t data_start = 0;  // the file offset the entries' offsets count from
+};
+
+// Returns the `n` bytes at `offset` of the file being parsed.
+using ReadBytes = std::function<std::string(uint64_t offset, uint64_t n)>;
+
+// Reads and checks the header of a file of `file_size` bytes, as parse_safetensors does, without
+// reading the tensors' data (the entries are checked to lie inside the file).
+SafetensorsHeader parse_safetensors_header(const ReadBytes& read, uint64_t file_size,
+                                           const std::string& source);
 
 // Parses a whole file's bytes. Everything is checked before a tensor is built: the header length,
 // the JSON (with its column), each entry's dtype, shape and offsets (inside the data, matching

@@ -126,6 +126,15 @@ void RowAssembler::add(const SafetensorsContents& part, const std::string& sourc
   }
 }
 
+bool RowAssembler::holds_kept_rows(const SafetensorsContents& part, const std::string& source) {
+  for (const auto& t : part.tensors) {
+    const RowsEntry rows = rows_entry(part.metadata, t, source);
+    const RowRange kept = keep_.rows_of(rows.total);
+    if (rows.begin < kept.end && kept.begin < rows.begin + t.tensor.size(0)) return true;
+  }
+  return false;
+}
+
 std::vector<NamedTensor> RowAssembler::finish(const std::string& what,
                                               std::vector<int64_t>* total_rows) {
   std::vector<NamedTensor> out;

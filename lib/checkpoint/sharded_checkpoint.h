@@ -93,6 +93,11 @@ class RowAssembler {
   // twice, or a dtype or row shape that differs from another file's.
   void add(const SafetensorsContents& part, const std::string& source);
 
+  // Whether any of `part`'s tensors holds rows this assembler keeps (checked as add checks the
+  // "rows" entries). A part that holds none can be added as its header's shapes alone
+  // (shape_only tensors): add copies nothing from it.
+  bool holds_kept_rows(const SafetensorsContents& part, const std::string& source);
+
   // The tensors (their kept rows), in the order first added, and in `total_rows` (when given)
   // each one's whole row count. Throws RuntimeFailure naming `what` and the first tensor some of
   // whose kept rows no file held.

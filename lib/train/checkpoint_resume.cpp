@@ -133,7 +133,7 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
                       "weights at step 0 with checkpoint.initial_load_path");
   }
   if (c.model_only) {
-    if (!excluded("model")) load_model(c.model, c.files_checksum, &c);
+    if (!excluded("model")) load_model(c);
     start.step = c.step;
     start.notes.push_back(seed ? fmt::format("checkpoint: {} is a seed checkpoint: its weights, "
                                              "step 0, a fresh optimizer",
@@ -174,7 +174,7 @@ void Checkpointer::restore_parts(const CheckpointContents& c, const std::string&
                                  StartPoint& start) {
   const std::string optimizer_source = path + "/" + c.optimizer_file;
   if (excluded("optimizer") || rows_.shards > 0) {
-    if (!excluded("model")) load_model(c.model, c.files_checksum, &c);
+    if (!excluded("model")) load_model(c);
     if (!excluded("optimizer")) {
       // FSDP: this rank's rows of the moments, for the sharded optimizer.
       std::vector<NamedSizes> shapes;
@@ -219,8 +219,7 @@ void Checkpointer::resume_from_hf_final_save(const std::string& path, StartPoint
                       "initial_load_path");
   }
   HfLoadReport report;
-  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
-  load_model(tensors, checksum_of(tensors));
+  load_hf_rows(path, report);
   start.step = step;
   start.notes.push_back(fmt::format(
       "checkpoint: {} is the run's final save (Hugging Face layout): nothing to train", path));
@@ -229,28 +228,41 @@ void Checkpointer::resume_from_hf_final_save(const std::string& path, StartPoint
 void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& start) {
   const auto load_start = SteadyClock::now();
   HfLoadReport report;
-  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report);
-  load_model(tensors, checksum_of(tensors));
+  load_hf_rows(path, report);
   for (const auto& note : report.notes) start.notes.push_back("checkpoint: " + note);
   start.notes.push_back(fmt::format(
-      "initial weights from the Hugging Face checkpoint {} ({} file(s), {:.1f} MiB{}) in {:.2f} "
-      "s; step 0, fresh optimizer",
+      "initial weights from the Hugging Face checkpoint {} ({} file(s), {:.1f} MiB read{}) in "
+      "{:.2f} s; step 0, fresh optimizer",
       path, report.files.size(), static_cast<double>(report.bytes) / (1 << 20),
       report.tied ? ", tied embeddings" : "", seconds_since(load_start)));
 }
 
 void Checkpointer::load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum,
-                              const CheckpointContents* c) {
+                              RowShare kept, const std::vector<int64_t>& total_rows) {
   loaded_checksum_ = checksum;
   if (!model_load_) {
     load_parameters(*model_, tensors);
     return;
   }
-  const bool rows = c && c->model_rows.shards > 0;  // else whole tensors
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t first = rows ? c->model_rows.rows_of(c->model_total_rows.at(i)).begin : 0;
+    const int64_t first = kept.shards > 0 ? kept.rows_of(total_rows.at(i)).begin : 0;
     model_load_(tensors[i].name, first, tensors[i].tensor);
   }
+}
+
+void Checkpointer::load_model(const CheckpointContents& c) {
+  load_model(c.model, c.files_checksum, c.model_rows, c.model_total_rows);
+}
+
+void Checkpointer::load_hf_rows(const std::string& path, HfLoadReport& report) {
+  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report, rows_);
+  std::vector<int64_t> total_rows;
+  for (const auto& p : llama_parameter_shapes(model_->args())) {
+    total_rows.push_back(p.sizes.empty() ? 1 : p.sizes[0]);
+  }
+  // Ranks that keep rows apart cannot hash the same tensors: they compare the files' headers.
+  load_model(tensors, rows_.shards > 0 ? report.headers_checksum : checksum_of(tensors), rows_,
+             total_rows);
 }
 
 at::ScalarType Checkpointer::parameter_dtype() const {

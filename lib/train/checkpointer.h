@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/train_state.h"
 #include "config/config.h"
@@ -66,13 +67,14 @@ class Checkpointer {
       std::function<void(const std::string& name, int64_t first_row, const at::Tensor& rows)>;
   void set_model_load(ModelLoad load) { model_load_ = std::move(load); }
   // What resume_or_initialize loaded weights from, as a checksum: of the checkpoint's files (its
-  // manifest's checksums), or of the tensors of a Hugging Face folder or a .safetensors file; 0
-  // when it loaded none. Ranks that keep only their rows of the weights compare it to know they
-  // read the same ones.
+  // manifest's checksums), of the tensors of a .safetensors file, or of a Hugging Face folder's
+  // tensors (its files' headers where each rank reads only its rows); 0 when it loaded none. Ranks
+  // that keep only their rows of the weights compare it to know they read the same ones.
   uint64_t loaded_checksum() const { return loaded_checksum_; }
   // FSDP, before resume_or_initialize (with set_model_load): a resume loads only `share`'s rows
-  // of the weights and of the optimizer state (StartPoint::optimizer_rows), so that no rank
-  // builds the whole weights or moments from shard files.
+  // of the weights and of the optimizer state (StartPoint::optimizer_rows), and initial weights
+  // from a Hugging Face folder only `share`'s rows, so that no rank builds the whole weights or
+  // moments.
   void set_rows(RowShare share) { rows_ = share; }
 
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
@@ -128,8 +130,12 @@ class Checkpointer {
   SaveRecord save_hf(int64_t step);
   // As set_model_load says: `tensors` (the rows c.model_rows keeps of them, from `c` when given),
   // loaded from what `checksum` identifies.
-  void load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum,
-                  const CheckpointContents* c = nullptr);
+  // `kept`: the rows of each tensor it holds (total_rows: each whole tensor's first dimension).
+  void load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum, RowShare kept = {},
+                  const std::vector<int64_t>& total_rows = {});
+  void load_model(const CheckpointContents& c);
+  // The Hugging Face checkpoint at `path`, this rank's rows (set_rows), loaded into the model.
+  void load_hf_rows(const std::string& path, HfLoadReport& report);
   at::ScalarType parameter_dtype() const;
   // Whether checkpoint.exclude_from_loading names `part`.
   bool excluded(const std::string& part) const;

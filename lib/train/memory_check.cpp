@@ -35,11 +35,11 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
   if (shard_degree > 1) {
     const double sharded = 16.0 * params / static_cast<double>(shard_degree) +
                            8.0 * static_cast<double>(largest_unit_params(args));
-    // A rank builds only its shards (ParamMemory::shape_only), and a resume reads only its rows
-    // of shard files; initial weights (a Hugging Face folder, a .safetensors file or a step
-    // folder) are still read whole before each rank keeps its rows.
+    // A rank builds only its shards (ParamMemory::shape_only), and a resume or a Hugging Face
+    // folder gives it only its rows; initial weights from a .safetensors file or a step folder
+    // are still read whole before each rank keeps its rows.
     const auto& c = config.checkpoint;
-    const bool loads_whole = c.initial_load_in_hf || !c.initial_load_path.empty();
+    const bool loads_whole = !c.initial_load_in_hf && !c.initial_load_path.empty();
     e.model_state = loads_whole ? std::max(4.0 * params, sharded) : sharded;
   }
   const double dim = static_cast<double>(args.dim);

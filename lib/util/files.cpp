@@ -51,13 +51,13 @@ std::string file_type_name(unsigned mode) {
   return "a special file";
 }
 
-namespace {
-
-[[noreturn]] void refuse_input(const std::string& path, unsigned mode) {
+void refuse_input(const std::string& path, unsigned mode) {
   throw FileRefused(path, "is " + file_type_name(mode) + ", not a regular file",
                     "titan-train reads regular files only (a FIFO or a device could block or "
                     "never end); point it at a file");
 }
+
+namespace {
 
 [[noreturn]] void refuse_output(const std::string& path, unsigned mode) {
   throw FileRefused(path,

@@ -28,6 +28,9 @@ class FileRefused : public ConfigError {
 // "a FIFO (named pipe)", "a character device", "a symbolic link", ... for a stat st_mode.
 std::string file_type_name(unsigned mode);
 
+// Throws FileRefused for the input `path`, whose stat st_mode `mode` is not a regular file's.
+[[noreturn]] void refuse_input(const std::string& path, unsigned mode);
+
 // The whole contents of the regular file `path` (a link to one is followed), at most `max_bytes`
 // of it. Throws FileRefused when `path` is not a regular file, std::system_error with EFBIG when
 // it holds more than `max_bytes`, and std::system_error with the system's reason when it cannot
