@@ -100,6 +100,42 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "collectives: a Gloo all-to-all gives each rank every rank's block for it, bit for bit, "
+    "twice in a row, and refuses tensors of two shapes before any rank waits",
+    "[distributed]") {
+  for (int64_t world : {2, 3, 4}) {
+    INFO("world " << world);
+    auto outputs = on_gloo_ranks(world, [&](ProcessGroup& group) -> RankOutputs {
+      at::Tensor received = at::full({world * 3, 5}, -1.0f);
+      group.start_all_to_all(received, rank_values(group.rank(), world), "the test's all-to-all")
+          ->wait();
+      at::Tensor again = at::full({world * 3, 5}, -1.0f);
+      group.start_all_to_all(again, rank_values(group.rank(), world), "again")->wait();
+      std::string refused;
+      try {
+        group.start_all_to_all(at::zeros({world * 3, 5}), at::zeros({world * 3, 4}), "x");
+      } catch (const std::invalid_argument& e) {
+        refused = e.what();
+      }
+      at::Tensor one = at::ones({1});
+      group.all_reduce_sum(one, "the test's all-reduce");  // no rank was left waiting
+      const bool named = refused.find("all-to-all: needs received and sent") != std::string::npos;
+      return {received, again, one, at::scalar_tensor(named)};
+    });
+    for (int64_t r = 0; r < world; ++r) {
+      INFO("rank " << r);
+      for (int64_t from = 0; from < world; ++from) {
+        const at::Tensor sent = rank_values(from, world).narrow(0, r * 3, 3);
+        CHECK(at::equal(outputs[r][0].narrow(0, from * 3, 3), sent));
+        CHECK(at::equal(outputs[r][1].narrow(0, from * 3, 3), sent));
+      }
+      CHECK(outputs[r][2].item<float>() == static_cast<float>(world));
+      CHECK(outputs[r][3].item<bool>());
+    }
+  }
+}
+
+TEST_CASE(
     "collectives: mismatched shard shapes are refused naming the collective, before any "
     "rank waits",
     "[distributed]") {

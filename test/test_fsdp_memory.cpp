@@ -199,49 +199,61 @@ TEST_CASE(
   }
 }
 
+// What sharding over `shards` ranks removes from a rank's peak: (1 - 1/shards) of the 16 B a
+// parameter (weights, gradient, two AdamW moments), less what a rank holds of a unit gathered
+// whole. In a block's backward a rank holds that block's weights and full gradients, the
+// gradients packed for the reduce-scatter and the previous block's weights prefetched: 4 x 4 B a
+// parameter of a unit. (The memory check counts one unit's weights and gradients: its figure is
+// a lower bound.) The measured peak varies by about 3 units' weights (12 B a parameter of a unit)
+// from run to run, with when the threads' allocations meet. Under batch_invariant a rank holds
+// its full gradients (its node of the sequences' tree) until the rank-ordered sum sends each
+// rank its rows, a unit at a time: the same 16 B a parameter of a unit bound it.
+double sharding_share(const ModelArgs& args, int shards) {
+  const double n = static_cast<double>(args.num_params());
+  const double unit = static_cast<double>(largest_unit_params(args));  // a block here
+  return 16.0 * n * (1.0 - 1.0 / shards) - 16.0 * unit - 12.0 * unit;
+}
+
 TEST_CASE(
     "fsdp: through the binary, a rank's peak RSS is below replication's: up to the first step by "
     "35% of the weights over 2 ranks and 60% over 4 (no rank builds the whole model), and at the "
-    "end by what sharding the model state removes, less two units gathered whole",
+    "end by what sharding the model state removes, less two units gathered whole, with and "
+    "without batch_invariant (there by at least 0.5 GB over 2 ranks)",
     "[distributed]") {
   const auto dir = test::temp_dir("fsdp_rss");
+  const std::string invariant = " --debug.batch_invariant";
   const RanksMemory replicated = memory_of_ranks(dir + "/replicated", 2, test::kReplicate);
-  const RanksMemory fsdp = memory_of_ranks(dir + "/fsdp", 2, "");
   const RanksMemory fsdp4 = memory_of_ranks(dir + "/fsdp4", 4, "");
+  const RanksMemory replicated_bi =
+      memory_of_ranks(dir + "/replicated_bi", 2, invariant + test::kReplicate);
+  const RanksMemory fsdp_bi = memory_of_ranks(dir + "/fsdp_bi", 2, invariant);
   const ModelArgs args = model_args_for_flavor(Flavor::kDebugModelWide);
-  const double n = static_cast<double>(args.num_params());
-  const double unit = static_cast<double>(largest_unit_params(args));  // a block here
   // Up to the first step a replica holds the whole weights (4 B a parameter; the AdamW moments
   // come with the first step); a shard its rows of them, plus one parameter drawn whole at a
-  // time by the initialization.
-  const double weights = 4.0 * n;
+  // time by the initialization. batch_invariant changes nothing before the first step.
+  const double weights = 4.0 * static_cast<double>(args.num_params());
   const double replicated_start = replicated.start_peaks.at(0);
-  for (size_t r = 0; r < fsdp.start_peaks.size(); ++r) {
+  for (size_t r = 0; r < fsdp_bi.start_peaks.size(); ++r) {
     INFO("rank " << r << " of 2: replicated " << replicated_start / (1 << 20) << " MiB, FSDP "
-                 << fsdp.start_peaks[r] / (1 << 20) << " MiB, weights " << weights / (1 << 20)
+                 << fsdp_bi.start_peaks[r] / (1 << 20) << " MiB, weights " << weights / (1 << 20)
                  << " MiB");
-    CHECK(replicated_start - fsdp.start_peaks[r] >= 0.35 * weights);
+    CHECK(replicated_start - fsdp_bi.start_peaks[r] >= 0.35 * weights);
   }
   for (size_t r = 0; r < fsdp4.start_peaks.size(); ++r) {
     INFO("rank " << r << " of 4: replicated " << replicated_start / (1 << 20) << " MiB, FSDP "
                  << fsdp4.start_peaks[r] / (1 << 20) << " MiB");
     CHECK(replicated_start - fsdp4.start_peaks[r] >= 0.60 * weights);
   }
-  // Sharding over 2 ranks removes half of the 16 B a parameter (weights, gradient, two AdamW
-  // moments). In a block's backward a rank holds that block's weights and full gradients, the
-  // gradients packed for the reduce-scatter and the previous block's weights prefetched: 4 x 4 B
-  // a parameter of a unit. (The memory check counts one unit's weights and gradients: its
-  // figure is a lower bound.) The measured peak varies by about 3 units' weights (12 B a
-  // parameter of a unit) from run to run, with when the threads' allocations meet. Until the
-  // fused AdamW measured the per-layer norms' updates, both sides also held the norms' copy of
-  // the weights (4 B a parameter replicated, 2 B sharded), which widened the gap by 2 B a
-  // parameter; without it the gap measured 557-625 MiB.
-  const double share = 16.0 * n / 2 - 16.0 * unit - 12.0 * unit;
-  INFO("replicated " << replicated.end_peak / (1 << 20) << " MiB, FSDP "
-                     << fsdp.end_peak / (1 << 20) << " MiB, the share " << share / (1 << 20)
-                     << " MiB");
-  CHECK(share > 450.0 * (1 << 20));
-  CHECK(replicated.end_peak - fsdp.end_peak >= share);
+  INFO("replicated " << replicated.end_peak / (1 << 20) << " MiB, FSDP over 4 "
+                     << fsdp4.end_peak / (1 << 20) << " MiB, the share "
+                     << sharding_share(args, 4) / (1 << 20) << " MiB");
+  CHECK(replicated.end_peak - fsdp4.end_peak >= sharding_share(args, 4));
+  INFO("batch_invariant: replicated " << replicated_bi.end_peak / (1 << 20) << " MiB, FSDP over 2 "
+                                      << fsdp_bi.end_peak / (1 << 20) << " MiB, the share "
+                                      << sharding_share(args, 2) / (1 << 20) << " MiB");
+  CHECK(sharding_share(args, 2) > 450.0 * (1 << 20));
+  CHECK(replicated_bi.end_peak - fsdp_bi.end_peak >= sharding_share(args, 2));
+  CHECK(replicated_bi.end_peak - fsdp_bi.end_peak >= 0.5e9);
 }
 
 }  // namespace

@@ -33,6 +33,10 @@ class ScriptedGroup : public ProcessGroup {
                                                               const std::string&) override {
     throw std::logic_error("not used");
   }
+  std::unique_ptr<PendingCollective> start_all_to_all(at::Tensor, at::Tensor,
+                                                      const std::string&) override {
+    throw std::logic_error("not used");
+  }
   bool any_rank(bool flag, const std::string&) override { return flag; }
   std::string broadcast(const std::string&, const std::string& value) override { return value; }
   std::vector<std::string> gather(const std::string&, const std::string& value) override {

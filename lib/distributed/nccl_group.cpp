@@ -71,6 +71,11 @@ class NcclGroup : public StoreGroup {
     return nccl_->_reduce_scatter_base(shard, full);
   }
 
+  c10::intrusive_ptr<c10d::Work> all_to_all(at::Tensor& received, at::Tensor& sent) override {
+    std::vector<int64_t> equal_splits;  // empty: size() equal blocks
+    return nccl_->alltoall_base(received, sent, equal_splits, equal_splits);
+  }
+
   at::Device flag_device() const override { return device_; }
 
  private:

@@ -42,6 +42,12 @@ class SingleProcessGroup : public ProcessGroup {
     shard.copy_(full);
     return std::make_unique<Done>();
   }
+  std::unique_ptr<PendingCollective> start_all_to_all(at::Tensor received, at::Tensor sent,
+                                                      const std::string&) override {
+    check_all_to_all_shapes(received, sent, 1);
+    received.copy_(sent);
+    return std::make_unique<Done>();
+  }
   bool any_rank(bool flag, const std::string&) override { return flag; }
   std::string broadcast(const std::string&, const std::string& value) override { return value; }
   std::vector<std::string> gather(const std::string&, const std::string& value) override {
@@ -80,6 +86,18 @@ void check_shard_shapes(const at::Tensor& full, const at::Tensor& shard, int64_t
         collective, ranks, full.defined() ? c10::str(full.sizes()) : "undefined",
         shard.defined() ? c10::str(shard.sizes()) : "undefined"));
   }
+}
+
+void check_all_to_all_shapes(const at::Tensor& received, const at::Tensor& sent, int64_t ranks) {
+  if (!received.defined() || !sent.defined() || received.sizes() != sent.sizes() ||
+      received.dim() < 1 || received.size(0) % ranks != 0) {
+    throw std::invalid_argument(fmt::format(
+        "all-to-all: needs received and sent tensors of one shape whose rows divide by the {} "
+        "ranks; got received {} and sent {}",
+        ranks, received.defined() ? c10::str(received.sizes()) : "undefined",
+        sent.defined() ? c10::str(sent.sizes()) : "undefined"));
+  }
+  check_shard_shapes(received, sent.narrow(0, 0, sent.size(0) / ranks), ranks, "all-to-all");
 }
 
 void check_subgroup_ranks(const std::vector<int64_t>& ranks, int64_t rank, int64_t size) {

@@ -72,6 +72,15 @@ class ProcessGroup {
                                                                       at::Tensor full,
                                                                       const std::string& what) = 0;
 
+  // start_all_to_all: block r of `sent` (its rows [r * n, (r + 1) * n), n = sent.size(0) /
+  // size()) to rank r, and into block q of `received` rank q's block for this rank, bits
+  // unchanged (nothing is summed). Requires: both contiguous, of one shape, dtype and device,
+  // the rows a multiple of size(), the same on every rank, in the same order; neither touched
+  // until wait() returned (check_all_to_all_shapes). On Gloo it is size() - 1 rounds of
+  // send/recv that complete before it returns; NCCL runs its own.
+  virtual std::unique_ptr<PendingCollective> start_all_to_all(at::Tensor received, at::Tensor sent,
+                                                              const std::string& what) = 0;
+
   // True when `flag` is true on any rank (every rank must call it).
   virtual bool any_rank(bool flag, const std::string& what) = 0;
 
@@ -104,6 +113,8 @@ void check_subgroup_ranks(const std::vector<int64_t>& ranks, int64_t rank, int64
 // start_all_gather and start_reduce_scatter_sum require of them for a group of `ranks`.
 void check_shard_shapes(const at::Tensor& full, const at::Tensor& shard, int64_t ranks,
                         const char* collective);
+// Throws std::invalid_argument unless start_all_to_all's requirements on the shapes hold.
+void check_all_to_all_shapes(const at::Tensor& received, const at::Tensor& sent, int64_t ranks);
 
 // A refusal one rank met, carried to the others as a typed message: a ConfigError's three parts.
 struct RankRefusal {

@@ -221,12 +221,45 @@ std::unique_ptr<PendingCollective> StoreGroup::start_reduce_scatter_sum(at::Tens
   });
 }
 
+int StoreGroup::next_tag() {
+  const int tag = ring_tag_;
+  ring_tag_ = (ring_tag_ + 1) % (1 << 30);
+  return tag;
+}
+
+std::unique_ptr<PendingCollective> StoreGroup::start_all_to_all(at::Tensor received,
+                                                                at::Tensor sent,
+                                                                const std::string& what) {
+  check_all_to_all_shapes(received, sent, size());
+  return guarded(what, [&]() -> std::unique_ptr<PendingCollective> {
+    if (auto work = all_to_all(received, sent)) {
+      return std::make_unique<StorePending>(*this, std::move(work), what);
+    }
+    pairwise_all_to_all(received, sent);
+    return std::make_unique<StorePending>(*this, c10::intrusive_ptr<c10d::Work>(), what);
+  });
+}
+
+void StoreGroup::pairwise_all_to_all(at::Tensor& received, at::Tensor& sent) {
+  const int64_t ranks = size(), rows = sent.size(0) / ranks;
+  auto block = [&](at::Tensor& t, int64_t index) { return t.narrow(0, index * rows, rows); };
+  const int tag = next_tag();
+  block(received, rank_).copy_(block(sent, rank_));
+  for (int64_t k = 1; k < ranks; ++k) {
+    const int64_t to = (rank_ + k) % ranks, from = (rank_ + ranks - k) % ranks;
+    at::Tensor outgoing = block(sent, to), incoming = block(received, from);
+    auto done_sending = send(outgoing, to, tag);
+    auto done_receiving = recv(incoming, from, tag);
+    done_sending->wait();
+    done_receiving->wait();
+  }
+}
+
 void StoreGroup::ring_reduce_scatter(at::Tensor& shard, at::Tensor& full) {
   const int64_t ranks = size(), rows = shard.size(0);
   const int64_t next = (rank_ + 1) % ranks, previous = (rank_ + ranks - 1) % ranks;
   auto block = [&](int64_t index) { return full.narrow(0, index * rows, rows); };
-  const int tag = ring_tag_;
-  ring_tag_ = (ring_tag_ + 1) % (1 << 30);
+  const int tag = next_tag();
   at::Tensor incoming = at::empty_like(shard);
   for (int64_t k = 0; k + 1 < ranks; ++k) {
     at::Tensor outgoing = block((rank_ - k - 1 + 2 * ranks) % ranks);

@@ -44,6 +44,8 @@ class StoreGroup : public ProcessGroup {
                                                       const std::string& what) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(at::Tensor shard, at::Tensor full,
                                                               const std::string& what) override;
+  std::unique_ptr<PendingCollective> start_all_to_all(at::Tensor received, at::Tensor sent,
+                                                      const std::string& what) override;
   bool any_rank(bool flag, const std::string& what) override;
   std::string broadcast(const std::string& key, const std::string& value) override;
   std::vector<std::string> gather(const std::string& key, const std::string& value) override;
@@ -90,8 +92,13 @@ class StoreGroup : public ProcessGroup {
   virtual c10::intrusive_ptr<c10d::Work> reduce_scatter(at::Tensor& shard, at::Tensor& full) {
     return {};
   }
-  // Point-to-point, for that ring: `tensor` (contiguous) to or from rank `peer` of this group,
-  // matched by `tag`. Backends with a reduce-scatter need not have them.
+  // Starts start_all_to_all's exchange when the backend has one (shapes checked already);
+  // nullptr when it has not, and start_all_to_all runs rounds of send/recv instead (Gloo).
+  virtual c10::intrusive_ptr<c10d::Work> all_to_all(at::Tensor& received, at::Tensor& sent) {
+    return {};
+  }
+  // Point-to-point, for that ring and those rounds: `tensor` (contiguous) to or from rank `peer` of
+  // this group, matched by `tag`. Backends with a reduce-scatter need not have them.
   virtual c10::intrusive_ptr<c10d::Work> send(at::Tensor& tensor, int64_t peer, int tag);
   virtual c10::intrusive_ptr<c10d::Work> recv(at::Tensor& tensor, int64_t peer, int tag);
   // Where any_rank's flag lives (the backend's device).
@@ -105,6 +112,11 @@ class StoreGroup : public ProcessGroup {
   // order, starting after r) and copies it into `shard`. Each rank moves (size() - 1) / size()
   // of `full`, as a reduce-scatter does; `full` is the running sum. Blocks until done.
   void ring_reduce_scatter(at::Tensor& shard, at::Tensor& full);
+  // start_all_to_all without a backend all-to-all: in round k (1 .. size() - 1) each rank sends
+  // its block for rank + k and receives the block of rank - k (modulo size()). Blocks until done.
+  void pairwise_all_to_all(at::Tensor& received, at::Tensor& sent);
+  // The tag of the next ring or rounds (both sides count alike).
+  int next_tag();
   std::string where() const;
   c10::intrusive_ptr<c10d::TCPStore> open_store();
   // Rank 0 that cannot take the rendezvous mark (or bind the port): throws duplicate_rank() when

@@ -72,12 +72,20 @@ at::Tensor gradient_norm_tensor(const std::vector<at::Tensor>& grads,
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> norms;
   for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    // kFloat64: each square and the sum in float64, without a float64 copy of the gradient.
-    norms.push_back(accumulate == GradNormAccumulate::kFloat32
-                        ? g.norm(2)
-                        : at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kDouble));
+    if (g.defined()) norms.push_back(one_gradient_norm(g, accumulate));
   }
+  return total_of_norms(norms);
+}
+
+at::Tensor one_gradient_norm(const at::Tensor& grad, GradNormAccumulate accumulate) {
+  torch::NoGradGuard no_grad;
+  // kFloat64: each square and the sum in float64, without a float64 copy of the gradient.
+  return accumulate == GradNormAccumulate::kFloat32
+             ? grad.norm(2)
+             : at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kDouble);
+}
+
+at::Tensor total_of_norms(const std::vector<at::Tensor>& norms) {
   TORCH_CHECK(!norms.empty(), "gradient_norm_tensor needs a gradient");
   // PyTorch's clip_grad_norm_: one gradient's norm as it is, several through stack(...).norm().
   return norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);

@@ -94,6 +94,10 @@ double gradient_norm(const std::vector<at::Tensor>& grads, GradNormAccumulate ac
 // float64), for clip_with_norm. Requires: at least one defined gradient.
 at::Tensor gradient_norm_tensor(const std::vector<at::Tensor>& grads,
                                 GradNormAccumulate accumulate);
+// gradient_norm_tensor in two parts, for gradients seen one at a time (FSDP gathers them a unit
+// at a time): each one's norm, then the total of those norms, in the gradients' order.
+at::Tensor one_gradient_norm(const at::Tensor& grad, GradNormAccumulate accumulate);
+at::Tensor total_of_norms(const std::vector<at::Tensor>& norms);
 
 // Scales `grads` in place as clip_grad_norm does for a total norm `total_norm` (a scalar tensor
 // as gradient_norm_tensor gives it): the same coefficient bits, so that gradients clipped in

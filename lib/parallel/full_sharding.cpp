@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "optim/optimizer.h"
+#include "parallel/sharded_sums.h"
 #include "util/malloc_tuning.h"
 
 namespace titan {
@@ -15,7 +17,8 @@ FullSharding::FullSharding(const DataParallelSetup& setup)
       plan_(setup.plan),
       reshard_after_forward_(setup.config.parallelism.fsdp_reshard_after_forward),
       params_(setup.params),
-      whole_optimizer_(setup.whole_optimizer) {
+      whole_optimizer_(setup.whole_optimizer),
+      batch_invariant_(setup.config.debug.batch_invariant) {
   const Config& config = setup.config;
   // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
   const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
@@ -28,16 +31,12 @@ FullSharding::FullSharding(const DataParallelSetup& setup)
     sharded_->set_reduce_dtype(at::kBFloat16);
   // Under bf16 autocast the units are gathered in bfloat16 (FSDP's param_dtype); a
   // batch-invariant run gathers them exact, as replication computes from float32 weights.
-  if (setup.autocast_bf16 && !config.debug.batch_invariant)
-    sharded_->set_param_dtype(at::kBFloat16);
-  // batch_invariant's rank-ordered sum is taken whole (it holds world x the gradients anyway),
-  // and each rank keeps its rows; otherwise the backward reduce-scatters.
-  sharded_->set_reduce_in_backward(!config.debug.batch_invariant);
+  if (setup.autocast_bf16 && !batch_invariant_) sharded_->set_param_dtype(at::kBFloat16);
+  // batch_invariant sums each rank's whole node of the sequences' pairwise tree, after the
+  // backward, in rank order; otherwise the backward reduce-scatters.
+  sharded_->set_reduce_in_backward(!batch_invariant_);
   shard_optimizer_ = build_optimizer(sharded_->shards(), config.optimizer);
   return_free_heap_to_kernel();  // a whole model built with memory (a test's) is freed
-  if (config.debug.batch_invariant) {
-    reducer_ = std::make_unique<GradientReducer>(world_, params_, kGradientBucketBytes, true);
-  }
 }
 
 void FullSharding::sum_over_ranks(at::Tensor& tensor, const std::string& what) {
@@ -45,16 +44,15 @@ void FullSharding::sum_over_ranks(at::Tensor& tensor, const std::string& what) {
 }
 
 void FullSharding::reduce_gradients(at::Tensor& loss_sum, int64_t step) {
-  if (!reducer_) {  // the backward reduce-scattered the gradients within the shard group already
+  if (!batch_invariant_) {  // the backward reduce-scattered the gradients within the shard group
     world_.all_reduce_sum(loss_sum, fmt::format("step {}'s loss", step));
     sharded_->sum_over_replicas(step);
     return;
   }
-  reducer_->reduce(loss_sum, step);
-  // The full gradients' rows of this rank into its shards; the full ones kept for the norm.
-  for (const auto& p : params_) full_grads_.push_back(p.grad());
-  sharded_->scatter_gradients(full_grads_);
-  drop_gradients(params_);
+  ScopedSeconds timed(rank_ordered_sums_.seconds);
+  ++rank_ordered_sums_.count;
+  sharded_->sum_gradients_in_rank_order(world_, fmt::format("the gradient sums of step {}", step));
+  sum_in_rank_order(world_, loss_sum, fmt::format("step {}'s loss", step));
 }
 
 // The norm of the gradients over all ranks' shards (each rank's squares summed over the shard
@@ -66,8 +64,14 @@ double FullSharding::clip_gradients(double max_norm, GradNormAccumulate accumula
   std::vector<at::Tensor> shard_grads;
   for (const auto& shard : sharded_->shards()) shard_grads.push_back(shard.grad());
   at::Tensor norm;
-  if (!full_grads_.empty()) {
-    norm = gradient_norm_tensor(full_grads_, accumulate);
+  if (batch_invariant_) {
+    // Each full gradient's norm as replication computes it, one unit gathered at a time.
+    std::vector<at::Tensor> norms;
+    sharded_->visit_full_gradients_backward([&](const std::string&, const at::Tensor& g) {
+      norms.push_back(one_gradient_norm(g, accumulate));
+    });
+    std::reverse(norms.begin(), norms.end());  // visited in the backward's order
+    norm = total_of_norms(norms);
   } else {
     const bool float32 = accumulate == GradNormAccumulate::kFloat32;
     at::Tensor squares =
@@ -83,7 +87,6 @@ double FullSharding::clip_gradients(double max_norm, GradNormAccumulate accumula
   }
   const double total = norm.item<double>();
   clip_with_norm(shard_grads, norm, max_norm, accumulate);
-  full_grads_.clear();
   return total;
 }
 
@@ -115,7 +118,8 @@ std::string FullSharding::describe() const {
                                ? fmt::format("HSDP: {} replicas of {} shards; within each, ",
                                              plan_.replicate, plan_.shard)
                                : "";
-  const std::string replicas = plan_.hsdp() && !reducer_ ? ", then summed over the replicas" : "";
+  const std::string replicas =
+      plan_.hsdp() && !batch_invariant_ ? ", then summed over the replicas" : "";
   return fmt::format(
       "{}FSDP: parameters, gradients and AdamW state sharded in {} units, the largest {:.1f} "
       "MiB gathered{}{}, reshard_after_forward {}{}{}",
@@ -123,17 +127,22 @@ std::string FullSharding::describe() const {
       sharded_->param_dtype() == at::kFloat ? "" : " in bfloat16",
       sharded_->prefetches() ? " (the next unit's all-gather prefetched)" : " (no prefetch)",
       reshard_after_forward_,
-      reducer_ ? fmt::format("; batch_invariant sums the gradients rank-ordered in {} "
-                             "bucket(s), then keeps each rank's rows",
-                             reducer_->buckets())
-               : fmt::format("; gradients reduce-scattered{} as each unit's backward ends",
-                             sharded_->reduce_dtype() == at::kFloat ? "" : " in bfloat16"),
+      batch_invariant_
+          ? std::string("; batch_invariant sends each rank its rows of every rank's gradients, a "
+                        "unit at a time, and sums them there in rank order")
+          : fmt::format("; gradients reduce-scattered{} as each unit's backward ends",
+                        sharded_->reduce_dtype() == at::kFloat ? "" : " in bfloat16"),
       replicas);
 }
 
 std::vector<std::string> FullSharding::cost_lines(int64_t steps, double seconds) const {
   std::vector<std::string> out;
-  if (reducer_) out = reducer_->cost_lines(steps, seconds);
+  if (rank_ordered_sums_.count > 0) {
+    out.push_back(fmt::format(
+        "rank-ordered gradient sums: mean {:.1f} ms per step, {:.1f}% of the step time (after "
+        "the backward; waits for slower ranks included)",
+        1e3 * rank_ordered_sums_.per_count(), rank_ordered_sums_.percent_of(seconds)));
+  }
   const auto waits = sharded_->collective_seconds();
   const double n = static_cast<double>(steps);
   out.push_back(fmt::format(

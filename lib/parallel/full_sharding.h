@@ -1,7 +1,9 @@
 // Full sharding: FSDP over the world, or HSDP (FSDP within each shard group of the mesh, the
 // shards' gradients then summed over the replicas). Each rank holds its shards of the parameters,
-// gradients and AdamW state (FullyShardedModel). Under debug.batch_invariant the gradients are
-// summed rank-ordered whole (GradientReducer), and each rank keeps its rows of the sum.
+// gradients and AdamW state (FullyShardedModel). Under debug.batch_invariant each rank's full
+// gradients (its node of the sequences' pairwise tree) go, unit by unit, each row to the rank
+// that owns it, where they are summed in rank order: the bits of the rank-ordered all-reduce,
+// and no rank holds more than its own gradients and one unit's exchange.
 #pragma once
 
 #include <memory>
@@ -10,8 +12,8 @@
 
 #include "parallel/data_parallel.h"
 #include "parallel/fully_sharded_model.h"
-#include "parallel/gradient_reducer.h"
 #include "parallel/hsdp_mesh.h"
+#include "util/stopwatch.h"
 
 namespace titan {
 
@@ -53,12 +55,10 @@ class FullSharding : public DataParallel {
   HsdpMesh mesh_;  // HSDP's shard and replica groups; empty under FSDP (it shards over the world)
   std::unique_ptr<FullyShardedModel> sharded_;
   std::unique_ptr<torch::optim::AdamW> shard_optimizer_;
-  // debug.batch_invariant: the rank-ordered sum of the full gradients; null otherwise (the
-  // backward reduce-scatters them).
-  std::unique_ptr<GradientReducer> reducer_;
-  // Under batch_invariant, from reduce_gradients to clip_gradients: the full gradients summed
-  // over the ranks (their norm is replication's bit for bit).
-  std::vector<at::Tensor> full_grads_;
+  // debug.batch_invariant: the gradients are summed after the backward, in rank order
+  // (FullyShardedModel::sum_gradients_in_rank_order); otherwise the backward reduce-scatters.
+  bool batch_invariant_ = false;
+  CostMeter rank_ordered_sums_;
 };
 
 }  // namespace titan

@@ -10,6 +10,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "optim/optimizer.h"
+#include "parallel/sharded_sums.h"
 #include "parallel/split_checksum.h"
 #include "util/hash.h"
 #include "util/stopwatch.h"
@@ -144,17 +145,24 @@ void FullyShardedModel::set_reduce_in_backward(bool reduce) {
   for (auto& unit : units_) unit->set_reduce_in_backward(reduce);
 }
 
-void FullyShardedModel::scatter_gradients(const std::vector<at::Tensor>& full_grads) {
+void FullyShardedModel::sum_gradients_in_rank_order(ProcessGroup& world, const std::string& what) {
   at::NoGradGuard no_grad;
-  size_t k = 0;
+  // Under HSDP every shard group holds the same segments: the world's contribution for rank q
+  // is the segment of q's position in its shard group (rank = replica * shard + position).
+  const int64_t replicas = world.size() / group_.size();
   for (auto& unit : units_) {
     std::vector<at::Tensor> grads;
     for (const auto& p : unit->params()) {
-      const at::Tensor& g = full_grads.at(k++);
-      grads.push_back(g.defined() ? g : at::zeros(p.sizes(), unit->shard().options()));
+      grads.push_back(p.grad().defined() ? p.grad()
+                                         : at::zeros(p.sizes(), unit->shard().options()));
     }
-    const_cast<at::Tensor&>(unit->shard()).mutable_grad() =
-        unit->layout().segment_of(grads, group_.rank());
+    at::Tensor packed = unit->layout().pack_for_reduce_scatter(grads);  // (shard * S,)
+    grads.clear();
+    drop_gradients(unit->params());  // the full gradients go as soon as they are packed
+    if (replicas > 1) packed = packed.repeat({replicas});  // (world * S,)
+    at::Tensor shard = at::empty_like(unit->shard());
+    reduce_scatter_in_rank_order(world, shard, packed, what);
+    const_cast<at::Tensor&>(unit->shard()).mutable_grad() = shard;
   }
 }
 

@@ -71,11 +71,16 @@ class FullyShardedModel {
   void set_param_dtype(at::ScalarType dtype);
   at::ScalarType param_dtype() const { return param_dtype_; }
   // Whether backward passes reduce-scatter gradients as they finish (the default). Without, the
-  // full gradients stay in the model's parameters, for scatter_gradients.
+  // full gradients stay in the model's parameters, for sum_gradients_in_rank_order.
   void set_reduce_in_backward(bool reduce);
-  // Each shard's gradient set to this rank's segment of `full_grads` (one per model parameter, in
-  // the model's order, summed over the ranks already).
-  void scatter_gradients(const std::vector<at::Tensor>& full_grads);
+  // debug.batch_invariant, after the backward left this rank's full gradients (its node of the
+  // global pairwise tree) in the model's parameters: each shard's gradient set to the sum over
+  // the ranks of `world` of their gradients' rows of that shard, in rank order
+  // (reduce_scatter_in_rank_order: bit for bit the rank-ordered all-reduce's rows), one unit at
+  // a time; each unit's full gradients are dropped once packed. Under HSDP `world` holds every
+  // shard group (its ranks replica-major), so the sum runs over all ranks as replication's does.
+  // Collective over `world`; `what` names it in errors.
+  void sum_gradients_in_rank_order(ProcessGroup& world, const std::string& what);
   // HSDP, after the backward reduce-scattered the gradients within the shard group: each shard's
   // gradient summed over the replicas (all at once, then waited for). Nothing without replicas.
   // Collective over the replica group; `step` names it in errors.
