@@ -81,20 +81,30 @@ std::string why_not_a_checkpoint(const std::string& path, const std::string& nam
   return "";
 }
 
+constexpr const char* kCheckpointDamagedHint =
+    "the checkpoint is damaged; load another one (checkpoint.load_step)";
+
+// A file the manifest lists that cannot be opened or read, or is larger than it says.
+[[noreturn]] void refuse_listed_file(const std::string& path, const FileEntry& f,
+                                     const std::system_error& e) {
+  const std::string hint = kCheckpointDamagedHint;
+  if (e.code().value() == EFBIG) {
+    throw RuntimeFailure(
+        fmt::format("{}: larger than the {} bytes the manifest says (extended)", path, f.size),
+        hint);
+  }
+  throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
+                       hint);
+}
+
 std::string read_checked(const std::string& folder, const FileEntry& f) {
   const std::string path = folder + "/" + f.name;
-  const std::string hint = "the checkpoint is damaged; load another one (checkpoint.load_step)";
+  const std::string hint = kCheckpointDamagedHint;
   std::string bytes;
   try {
     bytes = read_file(path, f.size);
   } catch (const std::system_error& e) {
-    if (e.code().value() == EFBIG) {
-      throw RuntimeFailure(
-          fmt::format("{}: larger than the {} bytes the manifest says (extended)", path, f.size),
-          hint);
-    }
-    throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
-                         hint);
+    refuse_listed_file(path, f, e);
   }
   if (bytes.size() != f.size) {
     throw RuntimeFailure(fmt::format("{}: {} bytes, the manifest says {} (truncated or extended)",
@@ -320,7 +330,6 @@ uint64_t shard_bytes(const Manifest& m, const std::string& part) {
 
 // The tensors of the listed file `f` as its header gives them, without their data (shape_only).
 SafetensorsContents header_shapes(const std::string& path, const FileEntry& f) {
-  const std::string hint = "the checkpoint is damaged; load another one (checkpoint.load_step)";
   try {
     const SafetensorsReader reader(path, f.size);
     SafetensorsContents shapes;
@@ -330,13 +339,7 @@ SafetensorsContents header_shapes(const std::string& path, const FileEntry& f) {
     }
     return shapes;
   } catch (const std::system_error& e) {
-    if (e.code().value() == EFBIG) {
-      throw RuntimeFailure(
-          fmt::format("{}: larger than the {} bytes the manifest says (extended)", path, f.size),
-          hint);
-    }
-    throw RuntimeFailure(fmt::format("{}: {} (listed in the manifest)", path, e.code().message()),
-                         hint);
+    refuse_listed_file(path, f, e);
   }
 }
 
