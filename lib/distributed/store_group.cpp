@@ -27,6 +27,11 @@ constexpr milliseconds kHeartbeatWatch{2000};  // a rank silent this long is gon
 // A rank that is going away may still beat while its connections close (they go first, its
 // heartbeat with its group): the watch starts this long after a failure.
 constexpr milliseconds kHeartbeatSettle{1000};
+// A rank waiting in the store for another's value gives up on it once its heartbeat has been
+// still this long: the wait itself would otherwise last the whole timeout. Longer than the
+// watch, so that a writer starved of CPU for a moment is not taken for gone.
+constexpr milliseconds kQuietWriter{5000};
+constexpr milliseconds kStorePoll{50};
 // A client connects in attempts this long, so that SIGTERM and SIGINT stop the rendezvous within
 // about a second (libtorch 1.13 rounds a connect timeout down to whole seconds: no shorter).
 constexpr milliseconds kConnectSlice{1000};
@@ -149,6 +154,7 @@ StoreGroup::StoreGroup(const WorldInfo& world, const CommConfig& comm)
       size_(world.world_size),
       subgroups_(std::make_shared<std::vector<StoreGroup*>>()),
       timeout_(std::chrono::seconds(comm.init_timeout_seconds)) {
+  for (int64_t r = 0; r < size_; ++r) world_ranks_.push_back(r);
   store_ = open_store();
   try {
     wait_for_all_ranks();
@@ -177,6 +183,7 @@ StoreGroup::StoreGroup(StoreGroup& parent, const std::vector<int64_t>& ranks,
       subgroups_(parent.subgroups_),
       timeout_(parent.timeout_),
       store_(parent.store_) {
+  for (int64_t r : ranks) world_ranks_.push_back(parent.world_ranks_[r]);
   subgroups_->push_back(this);
 }
 
@@ -290,7 +297,7 @@ std::string StoreGroup::broadcast(const std::string& key, const std::string& val
   return guarded("the exchange of " + key, [&] {
     const std::string stored = key_space_ + "broadcast/" + key;
     if (rank_ == 0) store_->set(stored, to_bytes(value));
-    return from_bytes(store_->get(stored));
+    return await_value(stored, 0);
   });
 }
 
@@ -300,7 +307,7 @@ std::vector<std::string> StoreGroup::gather(const std::string& key, const std::s
     std::vector<std::string> values;
     if (rank_ != 0) return values;
     for (int64_t r = 0; r < size_; ++r) {
-      values.push_back(from_bytes(store_->get(fmt::format("{}gather/{}/{}", key_space_, key, r))));
+      values.push_back(await_value(fmt::format("{}gather/{}/{}", key_space_, key, r), r));
     }
     return values;
   });
@@ -451,6 +458,33 @@ void StoreGroup::wait_for_all_ranks() {
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
+}
+
+std::string StoreGroup::await_value(const std::string& stored, int64_t writer) {
+  const int64_t writer_rank = world_ranks_.at(static_cast<size_t>(writer));
+  // Rank 0 serves the store: if it is gone, so is the store, and a blocking get fails at once.
+  // Blocking matters there: rank 0 may set a verdict and stop, and a poll could come too late.
+  if (writer_rank == 0) return from_bytes(store_->get(stored));
+  const auto deadline = Clock::now() + timeout_;
+  int64_t beats = store_->add(heartbeat_key(writer_rank), 0);
+  auto last_beat = Clock::now();
+  while (!store_->check({stored})) {
+    const auto now = Clock::now();
+    if (now > deadline) {
+      throw std::runtime_error(fmt::format("rank {} set no {} within {} s", writer_rank, stored,
+                                           timeout_.count() / 1000));
+    }
+    const int64_t seen = store_->add(heartbeat_key(writer_rank), 0);
+    if (seen != beats) {
+      beats = seen;
+      last_beat = now;
+    } else if (now - last_beat > kQuietWriter) {
+      throw std::runtime_error(
+          fmt::format("rank {} stopped beating while it owed {}", writer_rank, stored));
+    }
+    std::this_thread::sleep_for(kStorePoll);
+  }
+  return from_bytes(store_->get(stored));
 }
 
 std::vector<int64_t> StoreGroup::read_heartbeats() {

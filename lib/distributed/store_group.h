@@ -129,11 +129,18 @@ class StoreGroup : public ProcessGroup {
   void wait_for_all_ranks();
   std::vector<int64_t> read_heartbeats();
   std::string diagnose();
+  // The value at `stored` (a full store key) that rank `writer` of this group sets. Unless the
+  // writer is the job's rank 0 (the store's server), waited for in short polls: throws (for
+  // guarded to diagnose) once the writer's heartbeat has stood still for a few seconds, or when
+  // the timeout passes, so that a rank gone before it wrote is named within seconds rather than
+  // after comm.train_timeout_seconds.
+  std::string await_value(const std::string& stored, int64_t writer);
 
   WorldInfo world_;  // the whole job's: messages name ranks by it
   int64_t rank_;     // in this group
   int64_t size_;
-  std::string key_space_;  // "" for the job's group, "sub/<name>/" for a subgroup
+  std::vector<int64_t> world_ranks_;  // by rank in this group
+  std::string key_space_;             // "" for the job's group, "sub/<name>/" for a subgroup
   // The live subgroups of the job's group, for its set_timeout (shared: either may go first).
   std::shared_ptr<std::vector<StoreGroup*>> subgroups_;
   std::chrono::milliseconds timeout_;
