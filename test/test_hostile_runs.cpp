@@ -280,6 +280,19 @@ TEST_CASE(
                            Catch::Contains("(an allocation of ") &&
                            Catch::Contains("hint: lower training.local_batch_size"));
   CHECK_THAT(r.output, !Catch::Contains("alloc_cpu") && !Catch::Contains("DefaultCPUAllocator"));
+  // A training step that fits and a validation batch that does not (524,288 tokens: its first
+  // block's activations pass the limit).
+  const auto v = test::run_shell(fmt::format(
+      "ulimit -v {}; timeout 120 {} --config {}/configs/debug_model.toml --training.seq_len "
+      "1024 --training.local_batch_size 1 --training.steps 1 --validation.enable "
+      "--validation.dataset synthetic --validation.seq_len 1024 --validation.local_batch_size "
+      "512 --validation.steps 1 --job.dump_folder {}/validated 2>&1",
+      loads + 1000000, test::binary(), test::source_dir(), dir));
+  INFO(v.output);
+  CHECK(v.exit_code == 1);
+  CHECK_THAT(v.output, Catch::Contains("titan-train: error: out of memory at step 1, in the "
+                                       "validation's forward (an allocation of ") &&
+                           Catch::Contains("hint: lower validation.local_batch_size"));
 }
 
 // Shell text that runs titan-train with `signal` already pending at exec (blocked, then sent:

@@ -26,12 +26,6 @@ Config parse(std::vector<std::string> args) {
   return parse_command_line(args).config;
 }
 
-// Shell snippet: wait (at most 60 s) until `file` has a line starting with `prefix`.
-std::string wait_for_line(const std::string& file, const std::string& prefix) {
-  return "for i in $(seq 600); do grep -q '^" + prefix + "' " + file +
-         " 2>/dev/null && break; sleep 0.1; done; ";
-}
-
 }  // namespace
 
 TEST_CASE("outputs: --config naming a folder, or empty, is exit 2 and starts nothing",
@@ -110,7 +104,7 @@ TEST_CASE("outputs: a second run into a locked dump folder exits 2 naming the ho
           "[outputs]") {
   auto dir = test::temp_dir("locked");
   auto r = test::run_shell(test::binary() + " " + tiny_run(dir, 100000) + " >/dev/null 2>&1 & " +
-                           "first=$!; " + wait_for_line(dir + "/fingerprint.log", "step 1 ") +
+                           "first=$!; " + test::wait_for_line(dir + "/fingerprint.log", "step 1 ") +
                            test::binary() + " " + tiny_run(dir, 2) + " 2>&1; echo \"rc=$?\"; " +
                            "echo \"first=$first\"; kill -TERM $first; wait $first");
   INFO(r.output);
@@ -176,8 +170,8 @@ TEST_CASE("outputs: SIGTERM and SIGINT stop between steps, naming the signal and
     auto dir = test::temp_dir("signal_" + name);
     auto r = test::run_shell(test::binary() + " " + tiny_run(dir, 100000) + " >" + dir +
                              "/out.txt 2>&1 & pid=$!; " +
-                             wait_for_line(dir + "/fingerprint.log", "step 3 ") + "kill -" + name +
-                             " $pid; wait $pid; echo rc=$?");
+                             test::wait_for_line(dir + "/fingerprint.log", "step 3 ") + "kill -" +
+                             name + " $pid; wait $pid; echo rc=$?");
     CHECK_THAT(r.output, Catch::Contains("rc=" + std::to_string(code)));
     auto out = test::read_text(dir + "/out.txt");
     CHECK_THAT(out, Catch::Contains("stopped by SIG" + name + " after step "));

@@ -137,6 +137,54 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "validation: SIGTERM during a validation ends it before its next batch, unlogged, and the "
+    "run saves and stops after that step; a validation batch too large for memory is exit 2 "
+    "at start",
+    "[validation][torchtitan][hostile]") {
+  const auto dir = test::temp_dir("validation_stop");
+  fs::create_directories(dir + "/val");
+  test::write_text(dir + "/val/data.json", c4_lines(600));
+  // Every step validates on the whole set (a few seconds): a SIGTERM sent once step 1 is done
+  // lands in a step or in a validation, and either way the validation after that step sees it
+  // before a batch.
+  const std::string validate =
+      "--validation.enable --validation.dataset c4_validation --validation.dataset_path " + dir +
+      "/val --validation.freq 1 --validation.steps -1 --validation.local_batch_size 4 "
+      "--validation.seq_len 32 --checkpoint.enable --checkpoint.interval 1000000";
+  const std::string run = test::tiny_run_seq32(dir + "/out", 1000000, validate);
+  const auto r =
+      test::run_shell("cd " + dir + "; " + test::binary() + " " + run + " >run.out 2>&1 & p=$!; " +
+                      test::wait_for_line(dir + "/out/fingerprint.log", "step 1 ") +
+                      "kill -TERM $p; wait $p; echo \"rc $?\"");
+  const std::string out = test::read_text(dir + "/run.out");
+  INFO(r.output << out);
+  CHECK_THAT(r.output, Catch::Contains("rc 0"));
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      out, m,
+      std::regex(
+          R"(validation after step (\d+) stopped by SIGTERM after (\d+) batches: not logged)")));
+  const std::string step = m[1];
+  CHECK_THAT(out, Catch::Contains("stopped by SIGTERM after step " + step));
+  CHECK_THAT(out, !Catch::Contains("validate step: " + std::string(step.size() < 2 ? " " : "") +
+                                   step + "  loss"));
+  CHECK(fs::exists(dir + "/out/checkpoint/step-" + step));
+
+  // 2^20 sequences of 2048 tokens: terabytes of logits, whatever the machine.
+  const auto big = test::run_titan(test::tiny_run(
+      dir + "/big", 2,
+      "--training.seq_len 2048 --validation.enable --validation.dataset c4_validation "
+      "--validation.dataset_path " +
+          dir + "/val --validation.local_batch_size 1048576"));
+  INFO(big.output);
+  CHECK(big.exit_code == 2);
+  CHECK_THAT(big.output,
+             Catch::Contains("validation.local_batch_size x validation.seq_len: a validation "
+                             "batch of 1048576 x 2048 tokens needs at least "));
+  CHECK_FALSE(fs::exists(dir + "/big"));
+}
+
+TEST_CASE(
     "profiling: a trace is valid JSON with one span per block per profiled step, from "
     "either recorder",
     "[profiling][torchtitan]") {

@@ -62,6 +62,11 @@ RunResult run_titan_bounded(const std::string& args, const std::string& env) {
 
 std::string binary() { return TITAN_TRAIN_BINARY; }
 
+std::string wait_for_line(const std::string& file, const std::string& prefix) {
+  return "for i in $(seq 600); do grep -q '^" + prefix + "' " + file +
+         " 2>/dev/null && break; sleep 0.1; done; ";
+}
+
 int free_port() {
   // Ports below the kernel's ephemeral range (32768-60999 by default): an ephemeral bind or an
   // outgoing connection elsewhere (Gloo, the rendezvous clients of tests running beside this

@@ -61,6 +61,10 @@ std::string config_error_message(const std::function<void()>& f);
 // tiny_run at seq_len 32.
 std::string tiny_run_seq32(const std::string& dir, int steps, const std::string& extra = "");
 
+// Shell text that waits (at most 60 s) until `file` has a line starting with `prefix` (a grep
+// basic regular expression), for a test that signals a process once it proves a state.
+std::string wait_for_line(const std::string& file, const std::string& prefix);
+
 // A loopback port nobody has bound right now, outside the kernel's ephemeral range.
 int free_port();
 

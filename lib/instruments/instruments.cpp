@@ -21,7 +21,7 @@ std::shared_ptr<Instrument> make_validation(const InstrumentSetup& s) {
   layout.rank = s.rank;
   layout.world = s.world;
   layout.global_order = s.config.debug.batch_invariant;
-  return std::make_shared<Validation>(v, std::move(source), layout);
+  return std::make_shared<Validation>(v, std::move(source), layout, *s.group);
 }
 
 }  // namespace

@@ -37,8 +37,10 @@ struct InstrumentSetup {
   // passes it the ops of the blocks it checks; null when neither numerics.log nor the rerun
   // check needs it.
   std::shared_ptr<NumericsTracer> tracer;
-  // For readers of other data (validation): the seed, this rank's place and the data order.
+  // For readers of other data (validation): the seed, this rank's place and the data order, and
+  // the job's group (outlives the instruments) for their stop checks.
   uint64_t seed = 0;
+  ProcessGroup* group = nullptr;
   int64_t world = 1;
   std::shared_ptr<const TextEncoder> text_encoder;  // the training text's (null: bytes)
   // What decides bits beyond the config (fingerprint.log's header and metrics/machine.h), for a

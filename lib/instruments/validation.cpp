@@ -5,15 +5,17 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/stop_signal.h"
 
 namespace titan {
 
 Validation::Validation(const ValidationConfig& config, std::shared_ptr<const TokenSource> source,
-                       const BatchLayout& layout)
+                       const BatchLayout& layout, ProcessGroup& group)
     : freq_(config.freq),
       steps_(config.steps),
       source_(std::move(source)),
-      batches_(source_, layout) {
+      batches_(source_, layout),
+      group_(group) {
   if (steps_ == -1 && source_->num_documents() == 0) {
     throw ConfigError(
         "validation.steps",
@@ -33,13 +35,23 @@ void Validation::after_step(StepContext& context, StepOutcome& outcome) {
   const auto start = SteadyClock::now();
   Validated v;
   double sum = 0;
-  const uint64_t epoch = batches_.state().epoch;
+  const LoaderState at_start = batches_.state();
   for (int64_t b = 0; steps_ == -1 || b < steps_; ++b) {
+    const int signal = agreed_stop_signal(
+        group_, fmt::format("the stop check in the validation after step {}", context.step));
+    if (signal != 0) {
+      batches_.load_state(at_start);
+      context.console << fmt::format(
+          "[titan] validation after step {} stopped by {} after {} batches: not logged (the next "
+          "validation starts from its batches)\n",
+          context.step, stop_signal_name(signal), b);
+      return;
+    }
     const LoaderState before = batches_.state();
     const std::vector<Batch> batch = batches_.next_step();
     // With -1, the rest of the current pass over the set: a batch that wraps into the next pass
     // is left for the next validation (unless the set holds less than one batch).
-    const bool wrapped = steps_ == -1 && batches_.state().epoch != epoch;
+    const bool wrapped = steps_ == -1 && batches_.state().epoch != at_start.epoch;
     if (wrapped && b > 0) {
       batches_.load_state(before);
       break;

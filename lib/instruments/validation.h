@@ -4,7 +4,9 @@
 // cross-entropy over all ranks' tokens, and the result is their mean over batches. The set has a
 // reader of its own whose position moves on from one validation to the next and is saved in
 // checkpoints (a resumed run validates on the batches a straight one does). It reads the model
-// only: the training bits do not change.
+// only: the training bits do not change. SIGTERM or SIGINT (on any rank) ends a validation before
+// its next batch, unlogged, its reader back where it started, so that the run's stop check can
+// save and stop at once, as a Slurm preemption expects.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include "config/config.h"
 #include "data/sources.h"
 #include "data/step_batches.h"
+#include "distributed/process_group.h"
 #include "instruments/instrument.h"
 #include "util/stopwatch.h"
 
@@ -21,10 +24,11 @@ namespace titan {
 
 class Validation : public Instrument {
  public:
-  // Reads `source` (the validation set) as this rank's share of `layout`'s batches. Throws
-  // ConfigError for validation.steps = -1 on an endless set.
+  // Reads `source` (the validation set) as this rank's share of `layout`'s batches; `group` (the
+  // job's, outlives this) agrees on stops between batches. Throws ConfigError for
+  // validation.steps = -1 on an endless set.
   Validation(const ValidationConfig& config, std::shared_ptr<const TokenSource> source,
-             const BatchLayout& layout);
+             const BatchLayout& layout, ProcessGroup& group);
 
   const char* name() const override { return "validation"; }
   std::string describe() const override;
@@ -40,6 +44,7 @@ class Validation : public Instrument {
   int64_t steps_;  // batches per validation; -1: one pass over the set
   std::shared_ptr<const TokenSource> source_;
   StepBatches batches_;
+  ProcessGroup& group_;
   CostMeter cost_;
 };
 

@@ -19,16 +19,23 @@ namespace {
 
 // Runs one phase of step `step`; an allocation failure in it becomes a RuntimeFailure that says
 // where it happened.
+constexpr const char* kTrainingMemoryHint =
+    "lower training.local_batch_size or training.seq_len (global_batch_size keeps the batch by "
+    "accumulating gradients), or use activation_checkpoint.mode = \"full\"";
+constexpr const char* kValidationMemoryHint =
+    "lower validation.local_batch_size or validation.seq_len (validation.steps validates more "
+    "batches, one at a time)";
+
 template <class Fn>
-auto in_phase(const char* phase, int64_t step, Fn fn) -> decltype(fn()) {
+auto in_phase(const char* phase, int64_t step, Fn fn, const char* hint = kTrainingMemoryHint)
+    -> decltype(fn()) {
   auto fail = [&](const std::string& message) {
     std::string size;
     is_allocation_failure(message, &size);
     return OutOfMemory(
         fmt::format("out of memory at step {}, in the {}{}", step, phase,
                     size.empty() ? std::string() : " (an allocation of " + size + ")"),
-        "lower training.local_batch_size or training.seq_len (global_batch_size keeps the "
-        "batch by accumulating gradients), or use activation_checkpoint.mode = \"full\"");
+        hint);
   };
   try {
     return fn();
@@ -95,19 +102,26 @@ std::vector<at::Tensor> evaluate(const StepTarget& target, const StepOptions& op
   for (size_t m = 0; m < batches.size(); ++m) {
     for (auto* o : observers) o->forward_starting(static_cast<int64_t>(m));
     const double tokens = tokens_in_step({batches[m]}, options.data_parallel);
-    out.push_back(in_phase("forward", request.step, [&] {
-      return forward(
-          model, batches[m], options, [&](const at::Tensor& logits, const at::Tensor& labels) {
-            if (!per_sequence) {
-              return (summed_cross_entropy(logits, labels, request.loss_dtype) / tokens)
-                  .to(at::kDouble)
-                  .cpu();
-            }
-            auto per_token = at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
-                                                    labels.flatten(0, 1), {}, at::Reduction::None);
-            return per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
-          });
-    }));
+    const bool validating = request.mode == StepMode::kEvaluate;
+    const char* phase = validating ? "validation's forward" : "forward";
+    const char* hint = validating ? kValidationMemoryHint : kTrainingMemoryHint;
+    out.push_back(in_phase(
+        phase, request.step,
+        [&] {
+          return forward(
+              model, batches[m], options, [&](const at::Tensor& logits, const at::Tensor& labels) {
+                if (!per_sequence) {
+                  return (summed_cross_entropy(logits, labels, request.loss_dtype) / tokens)
+                      .to(at::kDouble)
+                      .cpu();
+                }
+                auto per_token =
+                    at::cross_entropy_loss(logits.flatten(0, 1).to(at::kFloat),
+                                           labels.flatten(0, 1), {}, at::Reduction::None);
+                return per_token.view(labels.sizes()).to(at::kDouble).mean(1).cpu();  // (B)
+              });
+        },
+        hint));
   }
   model->train();
   return out;

@@ -72,6 +72,11 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
         config.debug.precision_reference == PrecisionReference::kFloat64 ? 2.0 : 1.0;
     e.precision_step = scale * (8.0 * static_cast<double>(args.num_params()) + e.activations);
   }
+  if (config.validation.enable) {
+    const double validated = static_cast<double>(config.validation.local_batch_size) *
+                             static_cast<double>(config.validation.seq_len);
+    e.validation = validated * (4.0 * (static_cast<double>(args.vocab_size) + dim) + 16.0);
+  }
   e.batches = 16.0 * tokens * static_cast<double>(grad_accum_steps);
   e.per_step = 8.0 * static_cast<double>(t.steps);
   return e;
@@ -90,6 +95,16 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
                                   to_string(config.model.flavor), gib(e.model_state), limit),
                       "pick a smaller flavor (debugmodel runs anywhere), or shard the model "
                       "state over more ranks (parallelism.data_parallel_shard_degree)");
+  }
+  if (e.model_state + e.validation > available) {
+    const auto& v = config.validation;
+    throw ConfigError(
+        "validation.local_batch_size x validation.seq_len",
+        fmt::format("a validation batch of {} x {} tokens needs at least {} beside the {} of "
+                    "model state, more than the limit: {}",
+                    v.local_batch_size, v.seq_len, gib(e.validation), gib(e.model_state), limit),
+        "lower validation.local_batch_size or validation.seq_len (validation.steps validates "
+        "more batches, one at a time)");
   }
   // On CUDA the batches are built in host memory; everything else lives on the GPU.
   const double host_side = e.batches + e.per_step;

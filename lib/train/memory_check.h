@@ -36,6 +36,10 @@ struct MemoryEstimate {
   // debug.precision_steps: the reference replica's weights and gradients in its precision, and a
   // micro-batch's activations (attention included) in it.
   double precision_step = 0;
+  // validation.enable: a validation batch's forward, held beside the model state between steps:
+  // its logits and final hidden states (4 B each of vocab_size + dim a token; no gradients) and
+  // its int64 inputs and labels.
+  double validation = 0;
   double batches = 0;   // a step's micro-batches (int64 inputs and labels), all held at once
   double per_step = 0;  // the run's one-loss-per-step record
 };

@@ -119,6 +119,7 @@ RunParts::RunParts(const RunContext& run_context)
   setup.writes_tensorboard = rank_writes_tensorboard(config.metrics, group.rank());
   setup.tracer = tracer;
   setup.seed = context.determinism.seed;
+  setup.group = &group;
   setup.text_encoder = text.encoder;
   setup.machine = [this] {
     return FingerprintLog::format_header(fingerprint_header()) + machine_details(context.device);
