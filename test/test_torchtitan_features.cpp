@@ -138,7 +138,7 @@ TEST_CASE(
 
 TEST_CASE(
     "validation: SIGTERM during a validation ends it before its next batch, unlogged, and the "
-    "run saves and stops after that step; a validation batch too large for memory is exit 2 "
+    "run saves and stops after that step, and a validation batch too large for memory is exit 2 "
     "at start",
     "[validation][torchtitan][hostile]") {
   const auto dir = test::temp_dir("validation_stop");
