@@ -100,6 +100,32 @@ TEST_CASE("train: gradient accumulation over 2 micro-batches matches one batch o
   }
 }
 
+TEST_CASE(
+    "train: MFU is against a start-up sgemm, or TITAN_CPU_PEAK_FLOPS when set (any other value "
+    "is exit 2 naming it)",
+    "[train][cli]") {
+  auto dir = test::temp_dir("peak_flops");
+  const std::string run = test::tiny_run(dir + "/out", 1);
+  const auto measured = test::run_shell("env -u TITAN_CPU_PEAK_FLOPS " + test::binary() + " " +
+                                        run + " --job.dump_folder " + dir + "/measured 2>&1");
+  INFO(measured.output);
+  CHECK(measured.exit_code == 0);
+  CHECK_THAT(measured.output, Catch::Contains(" GFLOP/s (measured sgemm); outputs in "));
+  const auto given = test::run_titan_env("TITAN_CPU_PEAK_FLOPS=2.5e11", run);
+  INFO(given.output);
+  CHECK(given.exit_code == 0);
+  CHECK_THAT(given.output, Catch::Contains("peak 250.0 GFLOP/s (TITAN_CPU_PEAK_FLOPS)"));
+  for (const std::string bad : {"fast", "-1", "0", "1e999", "2e11x"}) {
+    const auto r =
+        test::run_titan_env("TITAN_CPU_PEAK_FLOPS=" + bad, test::tiny_run(dir + "/bad", 1));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("TITAN_CPU_PEAK_FLOPS: \"" + bad +
+                                         "\" is not a positive number of FLOP/s"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/bad"));
+  }
+}
+
 TEST_CASE("train: the run writes config.toml that repeats it, and metrics.jsonl", "[train][cli]") {
   auto dir = test::temp_dir("outputs");
   auto r = test::run_titan(

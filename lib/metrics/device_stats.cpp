@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <utility>
@@ -17,6 +20,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "util/error.h"
 #include "util/memory_limit.h"
 #include "util/onednn_sgemm.h"
 
@@ -123,7 +127,22 @@ double peak_flops(const c10::Device& device) {
     return 312e12;
   }
 #endif
-  return measure_cpu_matmul_flops();
+  const double given = cpu_peak_flops_override();
+  return given > 0 ? given : measure_cpu_matmul_flops();
+}
+
+double cpu_peak_flops_override() {
+  const char* text = std::getenv("TITAN_CPU_PEAK_FLOPS");
+  if (!text) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !std::isfinite(value) || value <= 0) {
+    throw ConfigError("TITAN_CPU_PEAK_FLOPS",
+                      fmt::format("\"{}\" is not a positive number of FLOP/s", text),
+                      "set it to the CPU's peak (e.g. 2.5e11), or unset it to measure at start");
+  }
+  return value;
 }
 
 std::string hardware_name(const c10::Device& device) {

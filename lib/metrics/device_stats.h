@@ -42,9 +42,13 @@ std::string device_memory_source(const c10::Device& device);
 double flops_per_token(const ModelArgs& args, int64_t seq_len);
 
 // Peak FLOP/s: on CUDA from a table of bf16 dense peaks by device name (A100 when unknown);
-// on CPU measured with a short float32 matmul, on the library the linear layers use
-// (debug.cpu_linear).
+// on CPU the environment's TITAN_CPU_PEAK_FLOPS when set (cpu_peak_flops_override), else measured
+// with a short float32 matmul, on the library the linear layers use (debug.cpu_linear).
 double peak_flops(const c10::Device& device);
+
+// TITAN_CPU_PEAK_FLOPS (a positive number of FLOP/s, "2.5e11"), or 0 when unset. Throws
+// ConfigError naming the variable for any other value.
+double cpu_peak_flops_override();
 
 // The device's name for logs: "cpu (N cores)" or the GPU name.
 std::string device_name(const c10::Device& device);

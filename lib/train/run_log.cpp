@@ -114,7 +114,10 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
       parts.engine->schedule().warmup_steps(), config.optimizer.lr);
   log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
                      parts.token_flops, ctx.peak_flops / 1e9,
-                     ctx.device.is_cpu() ? " (measured sgemm)" : "", config.job.dump_folder);
+                     !ctx.device.is_cpu()            ? ""
+                     : cpu_peak_flops_override() > 0 ? " (TITAN_CPU_PEAK_FLOPS)"
+                                                     : " (measured sgemm)",
+                     config.job.dump_folder);
   log_activation_checkpointing(parts, log);
   log_instruments(parts, log);
   log_requested(parts, log);
