@@ -1,6 +1,7 @@
 // titan-train: pick the subcommand, run it, and map failures to exit codes (see README).
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -88,6 +89,9 @@ void install_handlers_before_libraries(int argc, char** argv, char**) {
   titan::install_out_of_memory_terminate_handler(
       argc > 1 && gives_a_verdict(argv[1]) ? titan::kExitNoVerdict : titan::kExitRuntimeError);
   titan::record_stop_signals();
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the writers report
+  // naming the file, instead of SIGXFSZ ending the process mid-line with no word.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 __attribute__((section(".preinit_array"),
                used)) void (*const preinit_handlers)(int, char**,

@@ -333,3 +333,44 @@ TEST_CASE(
     CHECK_THAT(r.output, !Catch::Contains("titan-train"));
   }
 }
+
+TEST_CASE(
+    "hostile runs: past a file-size limit (ulimit -f) a write is exit 1 naming the file and "
+    "File too large: metrics.jsonl keeps whole lines, a checkpoint save and an export leave "
+    "nothing half-written",
+    "[hostile]") {
+  const auto dir = test::temp_dir("hostile_fsize");
+  // bash, whose ulimit -f counts KiB (dash counts 512-byte blocks). 8 KiB: metrics.jsonl passes
+  // it within a few dozen steps.
+  const auto lines =
+      test::run_shell(fmt::format("bash -c 'ulimit -f 8; timeout 120 {} {}' 2>&1", test::binary(),
+                                  test::tiny_run(dir + "/lines", 1000, "--metrics.log_freq 1")));
+  INFO(lines.output);
+  CHECK(lines.exit_code == 1);
+  CHECK_THAT(lines.output,
+             Catch::Contains("cannot write " + dir + "/lines/metrics.jsonl: File too large"));
+  const std::string jsonl = test::read_text(dir + "/lines/metrics.jsonl");
+  CHECK(jsonl.size() > 1000);
+  CHECK(jsonl.back() == '\n');
+  // A full checkpoint at step 2 (about 2 MiB) past 1 MiB: the save fails, its temporary folder
+  // goes.
+  const std::string save =
+      test::tiny_run(dir + "/save", 4, "--checkpoint.enable --checkpoint.interval 2");
+  const auto saved = test::run_shell(
+      fmt::format("bash -c 'ulimit -f 1000; timeout 120 {} {}' 2>&1", test::binary(), save));
+  INFO(saved.output);
+  CHECK(saved.exit_code == 1);
+  CHECK_THAT(saved.output, Catch::Contains("/save/checkpoint/.step-2.tmp/") &&
+                               Catch::Contains(": File too large"));
+  CHECK_FALSE(fs::exists(dir + "/save/checkpoint/.step-2.tmp"));
+  CHECK_FALSE(fs::exists(dir + "/save/checkpoint/step-2"));
+  // Saved without a limit, exported past one: no output file.
+  REQUIRE(test::run_titan(save).exit_code == 0);
+  const auto exported = test::run_shell(
+      fmt::format("bash -c 'ulimit -f 100; {} export {}/save/checkpoint -o {}/w.safetensors' 2>&1",
+                  test::binary(), dir, dir));
+  INFO(exported.output);
+  CHECK(exported.exit_code == 1);
+  CHECK_THAT(exported.output, Catch::Contains("File too large"));
+  CHECK_FALSE(fs::exists(dir + "/w.safetensors"));
+}
