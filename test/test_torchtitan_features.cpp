@@ -143,8 +143,8 @@ TEST_CASE(
     "[validation][torchtitan][hostile]") {
   const auto dir = test::temp_dir("validation_stop");
   fs::create_directories(dir + "/val");
-  test::write_text(dir + "/val/data.json", c4_lines(600));
-  // Every step validates on the whole set (a few seconds): a SIGTERM sent once step 1 is done
+  test::write_text(dir + "/val/data.json", c4_lines(200));
+  // Every step validates on the whole set (about a second): a SIGTERM sent once step 1 is done
   // lands in a step or in a validation, and either way the validation after that step sees it
   // before a batch.
   const std::string validate =
