@@ -13,6 +13,7 @@
 #include "app/replay.h"
 #include "app/tokenize.h"
 #include "app/train_command.h"
+#include "util/env_switch.h"
 #include "util/error.h"
 #include "util/malloc_tuning.h"
 #include "util/omp_env.h"
@@ -54,8 +55,10 @@ int dispatch(std::vector<std::string> args) {
     for (const auto& sub : kSubcommands) {
       if (args[1] == sub.name) {
         args.erase(args.begin() + 1);
-        // Only training stops between steps; the others end as a signal's default action does.
-        if (sub.run != titan::run_train_command) titan::restore_default_stop_signals();
+        // Training stops between steps and tokenize between documents; the others end as a
+        // signal's default action does.
+        if (sub.run != titan::run_train_command && sub.run != tokenize_command)
+          titan::restore_default_stop_signals();
         return sub.run(args, std::cout);
       }
     }
@@ -100,6 +103,7 @@ __attribute__((section(".preinit_array"),
 int main(int argc, char** argv) {
   try {
     titan::check_thread_environment();
+    titan::check_env_switches();
     titan::ensure_idle_threads_sleep(argv);
     titan::apply_library_log_level();
     titan::tune_malloc_for_training();

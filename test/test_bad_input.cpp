@@ -326,3 +326,24 @@ TEST_CASE("bad input: a JSONL line nested 200,000 levels deep neither crashes no
   CHECK_THAT(r.output, Catch::Contains(fmt::format("{}:1:{}: unexpected end of line", bad,
                                                    prefix.size() + open.size() + 1)));
 }
+
+TEST_CASE(
+    "bad input: a TITAN_* switch set to a value it does not take is refused at start, naming "
+    "the variable and the values it takes, in every subcommand",
+    "[bad_input]") {
+  const std::string dir = test::temp_dir("env_switch");
+  const std::string run = test::tiny_run(dir + "/run", 1);
+  for (const char* bad :
+       {"TITAN_MALLOC_TUNING=off", "TITAN_FSDP_PREFETCH=no", "TITAN_PROFILER=kineto"}) {
+    const auto r = test::run_titan_env(bad, run);
+    INFO(bad << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    const std::string name = std::string(bad).substr(0, std::string(bad).find('='));
+    CHECK_THAT(r.output, Catch::Contains(name + ": \""));
+    CHECK_THAT(r.output, Catch::Contains("is not one of"));
+    CHECK(!std::filesystem::exists(dir + "/run"));
+  }
+  const auto tokenize = test::run_titan_env("TITAN_MALLOC_TUNING=yes", "tokenize --help");
+  CHECK(tokenize.exit_code == 2);
+  CHECK_THAT(tokenize.output, Catch::Contains("TITAN_MALLOC_TUNING: \"yes\" is not one of 1, 0"));
+}

@@ -244,6 +244,26 @@ TEST_CASE(
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("model.safetensors") != std::string::npos);
   }
+  {  // another run's state at the same step, and the state moved to another step: the
+     // capture's manifest covers the state's own
+    const auto other = test::run_titan(test::tiny_run(
+        dir + "/other", 2, "--training.seq_len 32 --debug.capture_steps 2 --debug.seed 9"));
+    REQUIRE(other.exit_code == 0);
+    const std::string c = copy("foreign_state");
+    fs::remove_all(c + "/state/step-1");
+    fs::copy(dir + "/other/capture/step2/state/step-1", c + "/state/step-1",
+             fs::copy_options::recursive);
+    const auto r = test::run_titan("replay " + c);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(c + "/state/step-1/manifest.txt: its checksum differs from the "
+                            "manifest's (altered, or another run's)") != std::string::npos);
+    const std::string moved = copy("moved_state");
+    fs::rename(moved + "/state/step-1", moved + "/state/step-7");
+    const auto m = test::run_titan("replay " + moved);
+    CHECK(m.exit_code == 2);
+    CHECK(m.output.find(moved + "/state/step-1/manifest.txt: cannot be read") != std::string::npos);
+  }
   {  // another major version
     const std::string c = copy("foreign");
     std::string manifest = test::read_text(c + "/manifest.txt");
@@ -260,6 +280,17 @@ TEST_CASE(
     CHECK(flavor.exit_code == 2);
     CHECK(flavor.output.find("model.flavor") != std::string::npos);
     CHECK(test::run_titan("replay " + folder + " --device tpu").exit_code == 2);
+    // what the capture fixes: the batch's shape, the data, the optimizer's step
+    for (const char* fixed :
+         {"--training.seq_len 64", "--training.local_batch_size=4", "--optimizer.lr 1"}) {
+      const auto r = test::run_titan("replay " + folder + " " + fixed);
+      INFO(r.output);
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.output, Catch::Contains("is fixed by the capture"));
+    }
+    const auto threads = test::run_titan("replay " + folder + " --training.cpu_threads 1");
+    INFO(threads.output);
+    CHECK((threads.exit_code == 0 || threads.exit_code == 1));  // identical or parted: replayed
   }
 }
 

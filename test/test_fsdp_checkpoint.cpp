@@ -337,5 +337,44 @@ TEST_CASE(
       0);
 }
 
+TEST_CASE(
+    "fsdp: a rank killed during a sharded save leaves no temporary folder: rank 0 removes it and "
+    "exits naming the rank",
+    "[distributed][checkpoint]") {
+  // As above, up to 3 tries for a save that completed before the kill (step-N then exists).
+  std::string dir, output, tmp;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    dir = test::temp_dir("fsdp_killed_save");
+    const std::string flags =
+        test::tiny_run(dir + "/out", 400,
+                       "--model.flavor debugmodel --checkpoint.enable true --checkpoint.interval 2 "
+                       "--checkpoint.last_save_model_only false --comm.train_timeout_seconds 60");
+    const int port = test::free_port();
+    std::string script = "cd " + dir + "; ";
+    for (int r = 0; r < 2; ++r) {
+      script += "TITAN_MALLOC_TUNING=0 env " + test::rank_env(r, 2, port) + " " + test::binary() +
+                " " + flags + " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) +
+                "=$!; ";
+    }
+    script +=
+        "while kill -0 $p0 2>/dev/null; do set -- out/checkpoint/.step-*.tmp; "
+        "[ -e \"$1\" ] && break; done; kill -KILL $p1; echo \"$1\"; "
+        "wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
+    output = test::run_shell(script).output;
+    tmp = output.substr(0, output.find('\n'));
+    const std::string step =
+        tmp.substr(tmp.find(".step-") + 6, tmp.find(".tmp") - tmp.find(".step-") - 6);
+    if (!fs::exists(dir + "/out/checkpoint/step-" + step)) break;
+  }
+  const std::string out0 = test::read_text(dir + "/rank0.out");
+  INFO(output << out0);
+  CHECK_THAT(output, Catch::Contains("rank1 137"));
+  CHECK_THAT(output, !Catch::Contains("rank0 0"));
+  CHECK_THAT(out0, Catch::Contains("rank 1"));
+  CHECK_FALSE(fs::exists(dir + "/" + tmp));
+  for (const auto& entry : fs::directory_iterator(dir + "/out/checkpoint"))
+    CHECK_FALSE(ends_with(entry.path().filename().string(), ".tmp"));
+}
+
 }  // namespace
 }  // namespace titan

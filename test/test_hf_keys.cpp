@@ -192,3 +192,24 @@ TEST_CASE(
   CHECK(std::count(steps.begin(), steps.end(), '\n') == 3);
   CHECK(test::run_step_lines(dir + "/fsdp") == steps);
 }
+
+TEST_CASE(
+    "hf keys: a final Hugging Face save that would meet a step-N it does not replace is refused "
+    "at start, before any step, naming the folder and the key",
+    "[hf][checkpoint]") {
+  const std::string dir = test::temp_dir("hf_last_save_target");
+  REQUIRE(test::run_titan(test::tiny_run(dir, 2,
+                                         "--checkpoint.enable --checkpoint.interval 1 "
+                                         "--checkpoint.last_save_model_only false"))
+              .exit_code == 0);
+  const std::string metrics = test::read_text(dir + "/metrics.jsonl");
+  // Resumed from step-1, the run's final save of step 2 would meet step-2, a full checkpoint.
+  const auto r = test::run_titan(test::tiny_run(
+      dir, 2, "--checkpoint.enable --checkpoint.load_step 1 --checkpoint.last_save_in_hf"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(dir + "/checkpoint/step-2"));
+  CHECK_THAT(r.output, Catch::Contains("checkpoint.last_save_in_hf"));
+  CHECK(test::read_text(dir + "/metrics.jsonl") == metrics);
+  CHECK(fs::exists(dir + "/checkpoint/step-2/manifest.txt"));
+}

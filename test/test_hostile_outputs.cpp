@@ -220,7 +220,7 @@ TEST_CASE("hostile outputs: a report folder that cannot be written names the rea
 
 TEST_CASE(
     "hostile outputs: --print-config refuses what a run refuses, with the same message and "
-    "exit code",
+    "exit code, missing dataset files included",
     "[hostile]") {
   const auto dir = test::temp_dir("hostile_print_config");
   const std::string world2 = "WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1";
@@ -229,6 +229,9 @@ TEST_CASE(
       {world2, "--debug.precision_steps 1"},
       {world2, "--checkpoint.enable --checkpoint.create_seed_checkpoint"},
       {"RANK=0", ""},
+      // the dataset's files are there (not read): a job is refused before its queue wait
+      {"", "--training.dataset text --training.dataset_path " + dir + "/missing.txt"},
+      {"", "--validation.enable --validation.dataset jsonl --validation.dataset_path " + dir},
   };
   for (const auto& [env, flags] : cases) {
     const auto printed =

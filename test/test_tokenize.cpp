@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,8 @@ using namespace titan;
 using Json = nlohmann::json;
 
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr int kBos = 1, kEos = 2, kFirstWord = 3;
 
@@ -117,13 +120,52 @@ TEST_CASE(
   REQUIRE(c.exit_code == 0);
   CHECK(test::run_step_lines(bytewise) != test::run_step_lines(from_text));
 
-  SECTION("an existing output is kept unless --force") {
-    auto again = test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin");
-    CHECK(again.exit_code == 2);
-    CHECK_THAT(again.output, Catch::Contains("exists"));
-    CHECK(test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin --force").exit_code ==
-          0);
+  // An existing output is kept unless --force, and an input is never an output.
+  auto again = test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin");
+  CHECK(again.exit_code == 2);
+  CHECK_THAT(again.output, Catch::Contains("exists"));
+  CHECK(test::run_titan("tokenize " + text_flags + " -o " + dir + "/out.bin --force").exit_code ==
+        0);
+  const std::string docs_text = test::read_text(docs);
+  for (const std::string& input : {docs, assets + "/tokenizer.json"}) {
+    auto self = test::run_titan("tokenize " + text_flags + " -o " + input + " --force");
+    INFO(self.output);
+    CHECK(self.exit_code == 2);
+    CHECK_THAT(self.output, Catch::Contains(input + ": is an input of the command"));
   }
+  CHECK(test::read_text(docs) == docs_text);
+}
+
+TEST_CASE(
+    "tokenize: SIGTERM between documents is exit 143 naming the output, which is left unwritten "
+    "with no temporary file",
+    "[tokenizer][data]") {
+  const std::string dir = test::temp_dir("tokenize_stop");
+  {
+    std::ofstream docs(dir + "/docs.jsonl");
+    for (int i = 0; i < 120000; ++i) docs << "{\"text\": \"words of document " << i << " ...\"}\n";
+  }
+  const std::string out = dir + "/out.bin";
+  std::string output;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // a tokenize that ended first is a missed moment
+    fs::remove(out);
+    output = test::run_shell(test::binary() +
+                             " tokenize --model.flavor tiny --model.hf_assets_path '' "
+                             "--training.dataset jsonl --training.dataset_path " +
+                             dir + "/docs.jsonl -o " + out + " >" + dir +
+                             "/log 2>&1 & p=$!; while kill -0 $p 2>/dev/null; do "
+                             "[ -e " +
+                             out + ".tmp ] && break; done; kill -TERM $p; wait $p; echo \"rc=$?\"")
+                 .output;
+    if (output != "rc=0\n") break;
+  }
+  const std::string log = test::read_text(dir + "/log");
+  INFO(output << log);
+  CHECK(output == "rc=143\n");
+  CHECK_THAT(log, Catch::Contains("tokenize stopped by SIGTERM after "));
+  CHECK_THAT(log, Catch::Contains(out + " is not written"));
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
 }
 
 TEST_CASE(

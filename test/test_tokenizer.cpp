@@ -114,6 +114,37 @@ TEST_CASE("A component titan does not implement is a ConfigError naming it and t
   }
 }
 
+TEST_CASE(
+    "Normalizers that could grow a text beyond 64-fold (nested Replace) are refused at load, "
+    "naming the file, and SentencePiece's Prepend and Replace load and apply",
+    "[tokenizer]") {
+  auto replace = [](const std::string& from, const std::string& to) {
+    return Json{{"type", "Replace"}, {"pattern", {{"String", from}}}, {"content", to}};
+  };
+  Json nested = word_level();
+  nested["normalizer"] = {
+      {"type", "Sequence"},
+      {"normalizers", {replace("x", "xxxxxxxxxx"), replace("x", "xxxxxxxxxx")}}};
+  const std::string dir = folder_with("tok_growth", nested);
+  const ConfigError e = load_error(dir);
+  CHECK_THAT(e.where(), Catch::Contains(dir + "/tokenizer.json"));
+  CHECK_THAT(e.message(), Catch::Contains("grow a text up to 100-fold"));
+  // A regex may match the empty string: its content could go between every two bytes.
+  Json regex = word_level();
+  regex["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"Regex", "y*"}}}, {"content", std::string(64, 'x')}};
+  CHECK_THAT(load_error(folder_with("tok_growth_regex", regex)).message(),
+             Catch::Contains("65-fold"));
+  Json sentencepiece = word_level();
+  sentencepiece["normalizer"] = {
+      {"type", "Sequence"},
+      {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}}, replace(" ", "\u2581")}}};
+  sentencepiece["pre_tokenizer"] = nullptr;
+  sentencepiece["model"]["vocab"]["\u2581x\u2581y"] = 6;
+  const auto tok = load_tokenizer(folder_with("tok_sentencepiece", sentencepiece));
+  CHECK(tok->encode("x y") == ids({6}));
+}
+
 TEST_CASE("tokenizer.json is bounded: size, file type, nesting, syntax", "[tokenizer]") {
   SECTION("larger than the bound (a sparse file: nothing is read)") {
     const std::string dir = temp_dir("tok_big");

@@ -134,6 +134,10 @@ int64_t step_of_folder_name(const std::string& name) {
 
 std::string checkpoint_folder_name(int64_t step) { return fmt::format("step-{}", step); }
 
+std::string checkpoint_manifest_path(const std::string& step_folder) {
+  return step_folder + "/" + kManifest;
+}
+
 std::string checkpoint_temp_folder(const std::string& folder, int64_t step) {
   return folder + "/." + checkpoint_folder_name(step) + ".tmp";
 }

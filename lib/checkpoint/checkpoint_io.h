@@ -73,6 +73,10 @@ struct SaveRecord {
 // "step-N" (the folder's name for step N).
 std::string checkpoint_folder_name(int64_t step);
 
+// <step_folder>/manifest.txt: the file that lists (size and checksum) every other file of a
+// checkpoint; load_checkpoint checks each against it.
+std::string checkpoint_manifest_path(const std::string& step_folder);
+
 // N for a folder named exactly checkpoint_folder_name(N), else -1 ("step-07" is not step 7).
 int64_t step_of_folder_name(const std::string& name);
 

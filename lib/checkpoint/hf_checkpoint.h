@@ -90,6 +90,11 @@ struct HfWriteRecord {
   bool tied = false;
 };
 
+// Refuses `folder` as write_hf_checkpoint's target, before anything is written: a link or not a
+// folder (FileRefused), any existing folder without `replace`, or one holding anything that
+// write_hf_checkpoint does not write (ConfigError naming it). Returns whether it exists.
+bool check_hf_checkpoint_target(const std::string& folder, bool replace);
+
 // Writes titan-train's parameters `tensors` (exactly llama_parameter_shapes(args), any order,
 // any floating dtype and device) as a Hugging Face checkpoint folder `folder`, with its
 // config.json (hf_config_for). The folder is complete or absent: it is written as

@@ -105,9 +105,9 @@ bool written_here(const std::string& name) {
          std::regex_match(name, shard_name);
 }
 
-// Refuses `folder` as a target: a link or not a folder, or one with anything this writer does
-// not write, or any existing one without `replace`. Returns whether it exists.
-bool check_target(const std::string& folder, bool replace) {
+}  // namespace
+
+bool check_hf_checkpoint_target(const std::string& folder, bool replace) {
   struct stat st {};
   if (::lstat(folder.c_str(), &st) != 0) return false;
   if (!S_ISDIR(st.st_mode)) {
@@ -131,8 +131,6 @@ bool check_target(const std::string& folder, bool replace) {
   return true;
 }
 
-}  // namespace
-
 HfWriteRecord write_hf_checkpoint(const std::string& folder,
                                   const std::vector<NamedTensor>& tensors, const ModelArgs& args,
                                   const HfWriteOptions& o,
@@ -146,7 +144,7 @@ HfWriteRecord write_hf_checkpoint(const std::string& folder,
   if (name.empty() || name == "." || name == "..") {
     throw ConfigError(folder, "names no new folder", "give the path of the folder to create");
   }
-  const bool exists = check_target(target.string(), o.replace);
+  const bool exists = check_hf_checkpoint_target(target.string(), o.replace);
   fs::path parent = target.parent_path();
   if (parent.empty()) parent = ".";
   make_output_folder(parent.string(), FolderLink::kFollow);

@@ -100,9 +100,7 @@ std::string default_c4_path(DatasetKind kind) {
   return kind == DatasetKind::kC4Test ? "tests/assets/c4_test" : "allenai/c4";
 }
 
-std::unique_ptr<TokenSource> make_c4_source(DatasetKind kind, const std::string& path,
-                                            const std::string& path_key,
-                                            std::shared_ptr<const TextEncoder> encoder) {
+C4Files c4_files(DatasetKind kind, const std::string& path, const std::string& path_key) {
   std::string folder = path.empty() ? default_c4_path(kind) : path;
   std::error_code ec;
   if (!fs::exists(folder, ec)) {
@@ -118,7 +116,13 @@ std::unique_ptr<TokenSource> make_c4_source(DatasetKind kind, const std::string&
                     path_key));
   }
   if (fs::is_directory(folder + "/en", ec)) folder += "/en";
-  auto files = split_files(list_data_files(folder, {".json", ".json.gz"}, path_key), kind);
+  return {folder, split_files(list_data_files(folder, {".json", ".json.gz"}, path_key), kind)};
+}
+
+std::unique_ptr<TokenSource> make_c4_source(DatasetKind kind, const std::string& path,
+                                            const std::string& path_key,
+                                            std::shared_ptr<const TextEncoder> encoder) {
+  auto [folder, files] = c4_files(kind, path, path_key);
   auto source = std::make_unique<C4Source>(std::move(files), std::move(encoder),
                                            fmt::format("{} {}", to_string(kind), folder));
   if (source->num_documents() == 0) {

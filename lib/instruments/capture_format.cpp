@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/checkpoint_io.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -233,6 +234,10 @@ std::vector<Batch> batches_of(const std::vector<NamedTensor>& tensors, const std
 
 std::string capture_folder_name(int64_t step) { return fmt::format("step{}", step); }
 
+std::string capture_state_folder(const std::string& capture, int64_t step) {
+  return capture_path(capture, CaptureFile::kState) + "/" + checkpoint_folder_name(step - 1);
+}
+
 void write_capture_manifest(const std::string& folder, int64_t step) {
   std::string out = fmt::format("{} {}\ntitan_train_version {}\nstep {}\n", kManifestMagic,
                                 kCaptureFormat, TITAN_VERSION, step);
@@ -242,8 +247,50 @@ void write_capture_manifest(const std::string& folder, int64_t step) {
     out += fmt::format("file {} {} {:016x}\n", name, bytes.size(),
                        hash_bytes(bytes.data(), bytes.size()));
   }
+  const std::string state_manifest = checkpoint_manifest_path(capture_state_folder(folder, step));
+  const std::string bytes = read_file(state_manifest, kMaxCaptureFileBytes);
+  out += fmt::format("file {} {} {:016x}\n", state_manifest.substr(folder.size() + 1), bytes.size(),
+                     hash_bytes(bytes.data(), bytes.size()));
   write_file_atomically(capture_path(folder, CaptureFile::kManifest), out);
 }
+
+namespace {
+
+// A manifest's "file NAME SIZE CHECKSUM" line.
+struct ListedFile {
+  std::string name, where;
+  uint64_t size = 0, checksum = 0;
+};
+
+// The names a capture of `step` lists: its files and the state checkpoint's manifest, relative.
+std::set<std::string> capture_file_names(int64_t step) {
+  std::set<std::string> names;
+  for (const CaptureFile file : kCaptureFiles) names.insert(capture_file_name(file));
+  names.insert(checkpoint_manifest_path(capture_state_folder("", step)).substr(1));
+  return names;
+}
+
+void check_listed_file(const std::string& folder, const ListedFile& f, const std::string& hint) {
+  const std::string path = folder + "/" + f.name;
+  std::string bytes;
+  try {
+    bytes = read_file(path, kMaxCaptureFileBytes);
+  } catch (const std::system_error& e) {
+    throw ConfigError(path, fmt::format("cannot be read: {}", e.code().message()), hint);
+  }
+  if (bytes.size() != f.size) {
+    throw ConfigError(path,
+                      fmt::format("holds {} bytes; the manifest says {} (truncated or altered)",
+                                  bytes.size(), f.size),
+                      hint);
+  }
+  if (hash_bytes(bytes.data(), bytes.size()) != f.checksum) {
+    throw ConfigError(path, "its checksum differs from the manifest's (altered, or another run's)",
+                      hint);
+  }
+}
+
+}  // namespace
 
 CaptureManifest check_capture_folder(const std::string& folder) {
   const std::string manifest_path = capture_path(folder, CaptureFile::kManifest);
@@ -259,7 +306,7 @@ CaptureManifest check_capture_folder(const std::string& folder) {
   std::istringstream lines(text);
   std::string line;
   int64_t number = 0;
-  std::set<std::string> listed;
+  std::vector<ListedFile> files;
   bool have_step = false;
   while (std::getline(lines, line)) {
     ++number;
@@ -286,37 +333,29 @@ CaptureManifest check_capture_folder(const std::string& folder) {
       have_step = parse_i64(w[1], m.step) && m.step >= 1;
       if (!have_step) throw ConfigError(where, "not a step number", hint);
     } else if (w.size() == 4 && w[0] == "file") {
-      const std::string path = folder + "/" + w[1];
-      uint64_t size = 0, checksum = 0;
-      if (!parse_u64(w[2], size) || !parse_hex64(w[3], checksum))
+      ListedFile f{w[1], where};
+      if (!parse_u64(w[2], f.size) || !parse_hex64(w[3], f.checksum))
         throw ConfigError(where, "a file line is \"file NAME SIZE CHECKSUM\"", hint);
-      std::string bytes;
-      try {
-        bytes = read_file(path, kMaxCaptureFileBytes);
-      } catch (const std::system_error& e) {
-        throw ConfigError(path, fmt::format("cannot be read: {}", e.code().message()), hint);
-      }
-      if (bytes.size() != size) {
-        throw ConfigError(path,
-                          fmt::format("holds {} bytes; the manifest says {} (truncated or "
-                                      "altered)",
-                                      bytes.size(), size),
-                          hint);
-      }
-      if (hash_bytes(bytes.data(), bytes.size()) != checksum) {
-        throw ConfigError(path, "its checksum differs from the manifest's (altered)", hint);
-      }
-      listed.insert(w[1]);
+      files.push_back(std::move(f));
     } else {
       throw ConfigError(where, fmt::format("cannot read \"{}\"", line.substr(0, 120)), hint);
     }
   }
   if (m.titan_version.empty() || !have_step)
     throw ConfigError(manifest_path, "has no titan_train_version or step line", hint);
-  for (const CaptureFile file : kCaptureFiles) {
-    const char* name = capture_file_name(file);
-    if (!listed.count(name))
-      throw ConfigError(manifest_path, fmt::format("does not list {}", name), hint);
+  std::set<std::string> unlisted = capture_file_names(m.step);
+  for (const ListedFile& f : files) {
+    if (!unlisted.erase(f.name)) {
+      throw ConfigError(f.where,
+                        fmt::format("lists {}, which is not a file of a capture of step {} (or "
+                                    "is listed twice)",
+                                    f.name, m.step),
+                        hint);
+    }
+    check_listed_file(folder, f, hint);
+  }
+  if (!unlisted.empty()) {
+    throw ConfigError(manifest_path, fmt::format("does not list {}", *unlisted.begin()), hint);
   }
   return m;
 }

@@ -9,7 +9,8 @@
 //   machine.txt         what decides bits beyond the config ("key value" lines)
 //   config.toml         the run's resolved config
 //   manifest.txt        written last: the capture format, titan-train's version, the step, and
-//                       every other file with its size and checksum (hash_bytes)
+//                       every other file with its size and checksum (hash_bytes); of state/ it
+//                       lists the checkpoint's own manifest, which lists the checkpoint's files
 // The folder is written as .step<N>.tmp/ and renamed into place: it is complete or absent.
 #pragma once
 
@@ -24,7 +25,7 @@
 
 namespace titan {
 
-constexpr int kCaptureFormat = 1;
+constexpr int kCaptureFormat = 2;  // 2: the manifest covers state/
 
 // The files (and the state folder) of a capture, spelled here only: the writer, the manifest and
 // the reader name them through capture_path.
@@ -79,8 +80,12 @@ std::vector<Batch> batches_of(const std::vector<NamedTensor>& tensors, const std
 // "step<N>": a capture's folder name.
 std::string capture_folder_name(int64_t step);
 
-// Writes <folder>/manifest.txt listing every other regular file below `folder` (sorted, paths
-// relative to it) with its size and checksum, fsynced. Throws RuntimeFailure.
+// The checkpoint of the state before step `step`: `capture`/state/step-<step-1>.
+std::string capture_state_folder(const std::string& capture, int64_t step);
+
+// Writes <folder>/manifest.txt listing the capture's files and the state checkpoint's manifest
+// (capture_state_folder(folder, step)), each with its size and checksum, fsynced. Throws
+// RuntimeFailure.
 void write_capture_manifest(const std::string& folder, int64_t step);
 
 // What check_capture_folder found.
@@ -90,9 +95,10 @@ struct CaptureManifest {
 };
 
 // Checks `folder` against its manifest before anything else is read: the format, titan-train's
-// major version (this build's), and every listed file present, regular, of its size and
-// checksum, and no file of the capture left out. Throws ConfigError (exit 2) naming the file
-// and what is wrong, with a hint.
+// major version (this build's), every listed file present, regular, of its size and checksum,
+// no file of the capture left out and none listed that is not one (the state checkpoint's
+// manifest included: a state/ from another run or step is refused here). Throws ConfigError (exit
+// 2) naming the file and what is wrong, with a hint.
 CaptureManifest check_capture_folder(const std::string& folder);
 
 }  // namespace titan

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "instruments/profiler.h"
+#include "util/env_switch.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -134,8 +135,7 @@ bool libtorch_profiler_works() {
 }  // namespace
 
 std::unique_ptr<SpanRecorder> make_span_recorder() {
-  const char* choice = std::getenv("TITAN_PROFILER");
-  if ((!choice || std::string(choice) != "titan") && libtorch_profiler_works())
+  if (env_switch(EnvSwitch::kProfiler) == "libtorch" && libtorch_profiler_works())
     return std::make_unique<LibtorchRecorder>();
   return std::make_unique<TitanRecorder>();
 }

@@ -8,6 +8,7 @@
 
 #include "optim/optimizer.h"
 #include "parallel/sharded_sums.h"
+#include "util/env_switch.h"
 #include "util/malloc_tuning.h"
 
 namespace titan {
@@ -21,11 +22,10 @@ FullSharding::FullSharding(const DataParallelSetup& setup)
       batch_invariant_(setup.config.debug.batch_invariant) {
   const Config& config = setup.config;
   // TITAN_FSDP_PREFETCH=0 turns prefetching off, to measure what it hides (bench_fsdp.sh).
-  const char* prefetch = std::getenv("TITAN_FSDP_PREFETCH");
   if (plan_.hsdp()) mesh_ = make_hsdp_mesh(world_, plan_.replicate, plan_.shard);
   sharded_ = std::make_unique<FullyShardedModel>(setup.model, mesh_.shard ? *mesh_.shard : world_,
                                                  reshard_after_forward_of(reshard_after_forward_),
-                                                 !(prefetch && std::string(prefetch) == "0"),
+                                                 env_switch(EnvSwitch::kFsdpPrefetch) == "1",
                                                  mesh_.replica.get());
   if (config.training.mixed_precision_reduce == "bfloat16")
     sharded_->set_reduce_dtype(at::kBFloat16);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "tokenizer/json_spec.h"
@@ -106,7 +107,67 @@ void ByteLevelNormalizer::normalize(std::string& text) const {
   text.swap(out);
 }
 
+namespace {
+
+// A bound on what normalizers do to a text's length: at most scale x bytes + added. Sequence
+// composes them.
+struct Growth {
+  double scale = 1, added = 0;
+};
+
+// The most a text grows through the normalizer `spec` (already built, so well formed). A Replace
+// whose pattern could match the empty string (any regex, an empty string) is taken to insert its
+// content at every position.
+Growth growth_of(const Json& spec) {
+  const std::string type = spec.at("type").get<std::string>();
+  if (type == "Sequence") {
+    Growth total;
+    for (const Json& part : spec.at("normalizers")) {
+      const Growth g = growth_of(part);
+      total = {g.scale * total.scale, g.scale * total.added + g.added};
+    }
+    return total;
+  }
+  if (type == "Prepend") {
+    return {1, static_cast<double>(spec.at("prepend").get<std::string>().size())};
+  }
+  if (type == "ByteLevel") return {2, 0};  // a byte becomes a character of at most 2 bytes
+  if (type == "Replace") {
+    const double content = static_cast<double>(spec.at("content").get<std::string>().size());
+    const Json& pattern = spec.at("pattern");
+    const double match = pattern.contains("String")
+                             ? static_cast<double>(pattern.at("String").get<std::string>().size())
+                             : 0;
+    if (match == 0) return {1 + content, content};
+    return {std::max(1.0, content / match), 0};
+  }
+  return {};  // Strip
+}
+
+// Beyond it a document's text could outgrow memory while it is encoded, late in a run; real
+// tokenizers stay far below (SentencePiece's Prepend "▁" then Replace " " by "▁": 3 x + 9).
+constexpr double kMaxNormalizerGrowth = 64;
+
+std::unique_ptr<Normalizer> build_normalizer(const Json& spec, const std::string& where);
+
+}  // namespace
+
 std::unique_ptr<Normalizer> make_normalizer(const Json& spec, const std::string& where) {
+  auto normalizer = build_normalizer(spec, where);
+  const Growth growth = growth_of(spec);
+  if (growth.scale > kMaxNormalizerGrowth) {
+    throw ConfigError(where,
+                      fmt::format("the normalizers can grow a text up to {:.3g}-fold (the bound "
+                                  "is {:.0f}): their Replace contents outgrow their patterns",
+                                  growth.scale, kMaxNormalizerGrowth),
+                      "check the tokenizer file's normalizer: is a Replace nested or inverted?");
+  }
+  return normalizer;
+}
+
+namespace {
+
+std::unique_ptr<Normalizer> build_normalizer(const Json& spec, const std::string& where) {
   const std::string type = json_type(spec, where);
   if (type == "Sequence") {
     const Json& list = json_member(spec, "normalizers");
@@ -116,7 +177,7 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& spec, const std::string&
     }
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < list.size(); ++i) {
-      parts.push_back(make_normalizer(list[i], fmt::format("{}.normalizers[{}]", where, i)));
+      parts.push_back(build_normalizer(list[i], fmt::format("{}.normalizers[{}]", where, i)));
     }
     return std::make_unique<SequenceNormalizer>(std::move(parts));
   }
@@ -145,5 +206,7 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& spec, const std::string&
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   unsupported_component("normalizer", type, where);
 }
+
+}  // namespace
 
 }  // namespace titan

@@ -8,7 +8,9 @@
 //      place, or removes it when any rank failed; it tells every rank the outcome (broadcast)
 //
 // So the step-N folder is complete or absent, as for a whole save, and every rank returns or
-// throws together.
+// throws together. A rank killed outright cannot clean up: rank 0 removes the folder when the
+// gather of step 2 names the rank gone; were rank 0 the one killed, the next save into the
+// folder removes it (begin_checkpoint_write removes stale temporary folders).
 #include <fmt/format.h>
 
 #include <exception>
@@ -66,8 +68,14 @@ void Checkpointer::save_sharded(const TrainState& state, std::ostream& console) 
       mine.message = e.what();
     }
   }
-  const auto outcomes =
-      group_.gather(fmt::format("save_shards/{}", ++exchanges_), encode_shard_outcome(mine));
+  std::vector<std::string> outcomes;
+  try {
+    outcomes =
+        group_.gather(fmt::format("save_shards/{}", ++exchanges_), encode_shard_outcome(mine));
+  } catch (...) {  // a rank gone mid-save (killed): its partial files must not stay behind
+    if (group_.rank() == 0) abandon_checkpoint_write(folder_, step);
+    throw;
+  }
   std::string outcome;
   if (group_.rank() == 0) {
     try {

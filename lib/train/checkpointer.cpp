@@ -60,6 +60,21 @@ bool Checkpointer::due(int64_t step) const {
 
 void Checkpointer::refuse_saves_onto_skipped(int64_t start_step) const {
   if (!saves()) return;
+  const auto& c = config_.checkpoint;
+  const int64_t last = config_.training.steps;
+  if (c.last_save_model_only && c.last_save_in_hf && start_step < last) {
+    const std::string path = folder_ + "/" + checkpoint_folder_name(last);
+    try {
+      check_hf_checkpoint_target(path, true);
+    } catch (const ConfigError& e) {
+      throw ConfigError(e.where(),
+                        fmt::format("{}; the final Hugging Face save of step {} "
+                                    "(checkpoint.last_save_in_hf) would go there",
+                                    e.message(), last),
+                        "move it out of the checkpoint folder before training, or set "
+                        "checkpoint.last_save_in_hf = false");
+    }
+  }
   for (const int64_t step : list_checkpoints(folder_).skipped_steps) {
     if (step <= start_step || step > config_.training.steps || !due(step)) continue;
     const std::string path = folder_ + "/" + checkpoint_folder_name(step);

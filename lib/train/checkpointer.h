@@ -81,7 +81,8 @@ class Checkpointer {
   // step 1 with enable_first_step_checkpoint; never with load_only).
   bool due(int64_t step) const;
   // Refuses (ConfigError, before any output) a run that would save a step after `start_step`
-  // onto a step-N the checkpoint listing skipped: a save replaces only checkpoints.
+  // onto a step-N the checkpoint listing skipped (a save replaces only checkpoints), or whose
+  // final Hugging Face save (last_save_in_hf) would meet a step-N it does not replace.
   void refuse_saves_onto_skipped(int64_t start_step) const;
 
   // checkpoint.create_seed_checkpoint: saves the initial weights as step-0, as the final save

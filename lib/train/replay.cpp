@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ostream>
+#include <set>
 
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/model_checkpoint.h"
@@ -24,6 +25,32 @@ namespace {
 
 constexpr uint64_t kMaxBatchBytes = uint64_t(1) << 30;
 
+// The keys a replay may change: how the machine computes the captured step (kernels, threads,
+// device, recomputation, determinism), never the step itself, whose batch, shapes, model and
+// state are the capture's. Anything else would replay a step that was never captured.
+bool replay_may_change(const std::string& key) {
+  static const std::set<std::string> keys = {"debug.cpu_kernels",
+                                             "debug.cpu_linear",
+                                             "debug.grad_norm_accumulate",
+                                             "debug.deterministic",
+                                             "debug.deterministic_warn_only",
+                                             "debug.batch_invariant",
+                                             "training.cpu_threads",
+                                             "training.device"};
+  return keys.count(key) || key.rfind("activation_checkpoint.", 0) == 0;
+}
+
+void check_replay_override(const std::string& key) {
+  if (replay_may_change(key)) return;
+  throw ConfigError("--" + key,
+                    "is fixed by the capture: replay changes only how the captured step is "
+                    "computed",
+                    "change debug.cpu_kernels, debug.cpu_linear, debug.grad_norm_accumulate, "
+                    "debug.deterministic, debug.batch_invariant, training.cpu_threads, "
+                    "training.device or activation_checkpoint.*; capture another step for "
+                    "anything else");
+}
+
 // The captured config with the request's changes; whatever would make the replay write or
 // capture anything is turned off. `hash`: config_hash of the config before those are turned off
 // (the one the capture's machine.txt compares with).
@@ -31,7 +58,10 @@ Config replay_config(const ReplayRequest& request, uint64_t& hash) {
   Config config;
   const std::string path = capture_path(request.capture, CaptureFile::kConfig);
   apply_toml(config, read_file(path, kMaxTextFileBytes), path);
-  for (const auto& [name, value] : request.overrides) apply_override(config, name, value);
+  for (const auto& [name, value] : request.overrides) {
+    check_replay_override(name);
+    apply_override(config, name, value);
+  }
   if (request.device) apply_override(config, "training.device", *request.device);
   hash = config_hash(config);
   config.debug.capture_steps.clear();
@@ -48,13 +78,14 @@ Config replay_config(const ReplayRequest& request, uint64_t& hash) {
   return config;
 }
 
-// The state before the step: the parameters of the captured checkpoint and its RNG.
-PrecisionProbe::KeptState captured_state(const std::string& capture, const ModelArgs& args) {
-  std::vector<std::string> warnings;
-  const std::string state = capture_path(capture, CaptureFile::kState);
+// The state before the step: the parameters of the captured checkpoint and its RNG. Its folder
+// is the one whose manifest the capture's manifest lists (check_capture_folder).
+PrecisionProbe::KeptState captured_state(const std::string& capture, int64_t step,
+                                         const ModelArgs& args) {
+  const std::string state = capture_state_folder(capture, step);
   CheckpointContents contents;
   try {
-    contents = load_checkpoint(resolve_step_folder(state, warnings));
+    contents = load_checkpoint(state);
   } catch (const RuntimeFailure& e) {
     // Part of the capture's input: damaged means bad input here, as for the other files.
     throw ConfigError(state, e.what(), "copy the capture again, or capture the step again");
@@ -110,7 +141,7 @@ ReplayReport replay_capture(const ReplayRequest& request, std::ostream& log,
   const RunContext context = build_run_context(config, log, options);
   const ModelArgs args = model_args_for(context.config);
   const StepOptions step_options = step_options_for(context);
-  PrecisionProbe::KeptState kept = captured_state(request.capture, args);
+  PrecisionProbe::KeptState kept = captured_state(request.capture, manifest.step, args);
 
   const auto start = SteadyClock::now();
   PrecisionProbe probe(context.config, RunFolder(context.config), args, step_options);

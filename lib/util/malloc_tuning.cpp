@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/env_switch.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -22,8 +24,7 @@ constexpr int kTopPad = 64 << 20;         // grow the heap 64 MiB at a time
 }  // namespace
 
 void tune_malloc_for_training() {
-  const char* off = std::getenv("TITAN_MALLOC_TUNING");
-  if (off && std::strcmp(off, "0") == 0) {
+  if (env_switch(EnvSwitch::kMallocTuning) == "0") {
     summary() = "glibc malloc defaults (TITAN_MALLOC_TUNING=0)";
     return;
   }
