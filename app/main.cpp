@@ -16,6 +16,7 @@
 #include "util/env_switch.h"
 #include "util/error.h"
 #include "util/malloc_tuning.h"
+#include "util/memory_limit.h"
 #include "util/omp_env.h"
 #include "util/stop_signal.h"
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   try {
     titan::check_thread_environment();
     titan::check_env_switches();
+    titan::check_stack_limit();
     titan::ensure_idle_threads_sleep(argv);
     titan::apply_library_log_level();
     titan::tune_malloc_for_training();

@@ -374,3 +374,21 @@ TEST_CASE(
   CHECK_THAT(exported.output, Catch::Contains("File too large"));
   CHECK_FALSE(fs::exists(dir + "/w.safetensors"));
 }
+
+TEST_CASE(
+    "hostile runs: a stack limit below 1 MiB (ulimit -s) is exit 2 at start naming it, instead "
+    "of a segmentation fault in the first step",
+    "[hostile]") {
+  const auto dir = test::temp_dir("hostile_stack");
+  const auto small = test::run_shell(fmt::format("bash -c 'ulimit -s 128; {} {}' 2>&1",
+                                                 test::binary(), test::tiny_run(dir + "/a", 2)));
+  INFO(small.output);
+  CHECK(small.exit_code == 2);
+  CHECK_THAT(small.output, Catch::Contains("ulimit -s: the stack limit is 128 KiB; titan-train "
+                                           "needs at least 1024 KiB"));
+  CHECK_FALSE(fs::exists(dir + "/a"));
+  const auto enough = test::run_shell(fmt::format("bash -c 'ulimit -s 1024; {} {}' 2>&1",
+                                                  test::binary(), test::tiny_run(dir + "/b", 2)));
+  INFO(enough.output);
+  CHECK(enough.exit_code == 0);
+}

@@ -111,4 +111,15 @@ void check_thread_headroom(int64_t threads) {
       "raise ulimit -v, or lower training.cpu_threads");
 }
 
+void check_stack_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_STACK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (limit.rlim_cur >= kMinStackBytes) return;
+  throw ConfigError("ulimit -s",
+                    fmt::format("the stack limit is {} KiB; titan-train needs at least {} KiB "
+                                "(every thread's stack is that size)",
+                                limit.rlim_cur / 1024, kMinStackBytes / 1024),
+                    "raise it before starting titan-train: ulimit -s 8192 (Linux's default)");
+}
+
 }  // namespace titan

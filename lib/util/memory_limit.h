@@ -2,6 +2,7 @@
 // v1 memory.limit_in_bytes) on the process's path, or any ancestor of it, sets a lower limit.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -27,5 +28,13 @@ MemoryLimit process_memory_limit();
 // bytes for a moment (mmap without access) and gives them back. Throws OutOfMemory naming the
 // limit when they cannot be had. No-op without a limit.
 void check_thread_headroom(int64_t threads);
+
+// The smallest stack limit (ulimit -s) titan-train starts under. glibc sizes every thread's
+// stack by it, and libtorch's and OpenBLAS's threads overflow theirs below about 192 KiB (a
+// segmentation fault in the first step); 1 MiB leaves a margin over what was measured.
+constexpr uint64_t kMinStackBytes = uint64_t(1) << 20;
+
+// Throws ConfigError naming ulimit -s when the soft stack limit is below kMinStackBytes.
+void check_stack_limit();
 
 }  // namespace titan
