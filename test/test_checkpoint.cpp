@@ -144,7 +144,7 @@ TEST_CASE("checkpoint: a second SIGTERM aborts the save, keeps the previous chec
   CHECK(exported.exit_code == 0);  // the latest complete checkpoint still loads
 }
 
-TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint or the files",
+TEST_CASE("checkpoint: kill -9 at 12 moments never breaks the latest checkpoint or the files",
           "[checkpoint]") {
   auto straight = straight_run("ckpt_kill_straight", 2000, "");
   auto dir = test::temp_dir("ckpt_kill");
@@ -154,7 +154,7 @@ TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint 
                      "--checkpoint.interval 3 --checkpoint.keep_latest_k 2");
   std::mt19937 rng(2026);  // fixed delays: the same moments on the same machine
   std::uniform_int_distribution<int> delay_ms(0, 900);
-  // 20 kills of a run that has a checkpoint to lose: each waits until the folder holds a
+  // 12 kills of a run that has a checkpoint to lose: each waits until the folder holds a
   // checkpoint (at once after the first), then kills after a delay, so a slow start-up under
   // load cannot use up the tries.
   const std::string wait_for_checkpoint =
@@ -162,7 +162,7 @@ TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint 
       "/checkpoint 2>/dev/null | grep -q '^step-' && break; kill -0 $p 2>/dev/null || break; "
       "sleep 0.05; done; ";
   int kills = 0;
-  for (int i = 0; i < 40 && kills < 20; ++i) {
+  for (int i = 0; i < 24 && kills < 12; ++i) {
     const int ms = delay_ms(rng);
     auto r = test::run_shell(test::binary() + " " + flags + " > /dev/null 2>&1 & p=$!; " +
                              wait_for_checkpoint + "sleep " + std::to_string(ms / 1000.0) +
@@ -178,7 +178,7 @@ TEST_CASE("checkpoint: kill -9 at 20 moments never breaks the latest checkpoint 
     const std::string latest = resolve_step_folder(dir + "/checkpoint", warnings);
     REQUIRE_NOTHROW(load_checkpoint(latest));
   }
-  CHECK(kills == 20);
+  CHECK(kills == 12);
   auto last = test::run_titan(flags);
   REQUIRE(last.exit_code == 0);
   CHECK(test::read_text(dir + "/fingerprint.log") ==

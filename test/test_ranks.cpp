@@ -1,5 +1,8 @@
 #include "test_ranks.h"
 
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -83,6 +86,14 @@ std::vector<RankOutputs> on_gloo_ranks(int64_t world,
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
+      // A rank that writes to the socket of one that left gets EPIPE, as titan-train's ranks
+      // do (they ignore SIGPIPE), instead of SIGPIPE ending the whole test process. Blocked in
+      // this thread, and so in the Gloo and store threads it starts; not in the processes that
+      // tests start, which fork from the main thread.
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
       try {
         WorldInfo w;
         w.rank = w.local_rank = r;

@@ -100,7 +100,9 @@ std::string default_c4_path(DatasetKind kind) {
   return kind == DatasetKind::kC4Test ? "tests/assets/c4_test" : "allenai/c4";
 }
 
-C4Files c4_files(DatasetKind kind, const std::string& path, const std::string& path_key) {
+std::unique_ptr<TokenSource> make_c4_source(DatasetKind kind, const std::string& path,
+                                            const std::string& path_key,
+                                            std::shared_ptr<const TextEncoder> encoder) {
   std::string folder = path.empty() ? default_c4_path(kind) : path;
   std::error_code ec;
   if (!fs::exists(folder, ec)) {
@@ -116,13 +118,7 @@ C4Files c4_files(DatasetKind kind, const std::string& path, const std::string& p
                     path_key));
   }
   if (fs::is_directory(folder + "/en", ec)) folder += "/en";
-  return {folder, split_files(list_data_files(folder, {".json", ".json.gz"}, path_key), kind)};
-}
-
-std::unique_ptr<TokenSource> make_c4_source(DatasetKind kind, const std::string& path,
-                                            const std::string& path_key,
-                                            std::shared_ptr<const TextEncoder> encoder) {
-  auto [folder, files] = c4_files(kind, path, path_key);
+  auto files = split_files(list_data_files(folder, {".json", ".json.gz"}, path_key), kind);
   auto source = std::make_unique<C4Source>(std::move(files), std::move(encoder),
                                            fmt::format("{} {}", to_string(kind), folder));
   if (source->num_documents() == 0) {

@@ -11,7 +11,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "config/enums.h"
 #include "data/sources.h"
@@ -21,14 +20,6 @@ namespace titan {
 // torchtitan's default path of a c4 dataset, relative to the working directory:
 // "tests/assets/c4_test" for c4_test, "allenai/c4" for the other two.
 std::string default_c4_path(DatasetKind kind);
-
-// The folder a c4 dataset `kind` at `path` ("" for its default) reads, and its files of the
-// split (below). Throws ConfigError as make_c4_source does when they are missing; reads no file.
-struct C4Files {
-  std::string folder;
-  std::vector<std::string> files;
-};
-C4Files c4_files(DatasetKind kind, const std::string& path, const std::string& path_key);
 
 // The c4 dataset `kind` at `path` ("" for its default), its bytes made tokens by `encode`. In a
 // folder that holds an en/ folder, that is read; among its files, those of the split (c4-train.*

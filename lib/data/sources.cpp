@@ -235,28 +235,6 @@ DatasetSpec validation_dataset(const ValidationConfig& v, TokenDtype token_dtype
   return DatasetSpec{v.dataset, v.dataset_path, token_dtype, "validation"};
 }
 
-void check_dataset_files(const DatasetSpec& spec) {
-  const std::string key = spec.section + ".dataset_path";
-  switch (spec.kind) {
-    case DatasetKind::kSynthetic:
-      return;
-    case DatasetKind::kText:
-      list_data_files(spec.path, {".txt"}, key);
-      return;
-    case DatasetKind::kJsonl:
-      list_data_files(spec.path, {".jsonl"}, key);
-      return;
-    case DatasetKind::kTokens:
-      list_data_files(spec.path, {".bin"}, key);
-      return;
-    case DatasetKind::kC4:
-    case DatasetKind::kC4Test:
-    case DatasetKind::kC4Validation:
-      c4_files(spec.kind, spec.path, key);
-      return;
-  }
-}
-
 std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
                                                int64_t window, int64_t vocab_size,
                                                std::shared_ptr<const TextEncoder> encoder) {

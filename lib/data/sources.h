@@ -58,11 +58,6 @@ DatasetSpec validation_dataset(const ValidationConfig& validation, TokenDtype to
 // null: byte_encoder()). Throws ConfigError (exit 2) for a missing path, an unreadable or
 // malformed file, an encoder whose vocabulary exceeds vocab_size, or a token id >= vocab_size,
 // naming the file (and line for jsonl and c4).
-// Checks that the files `spec` reads are there (the path, and a file of the kind's extensions
-// in a folder) without reading them: --print-config's check. Throws ConfigError as
-// make_token_source does for a missing path or folder without data files.
-void check_dataset_files(const DatasetSpec& spec);
-
 std::unique_ptr<TokenSource> make_token_source(const DatasetSpec& spec, uint64_t seed,
                                                int64_t window, int64_t vocab_size,
                                                std::shared_ptr<const TextEncoder> encoder = {});

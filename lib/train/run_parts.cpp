@@ -6,7 +6,6 @@
 
 #include "ac/apply.h"
 #include "config/run_folder.h"
-#include "data/sources.h"
 #include "distributed/process_group.h"
 #include "instruments/instruments.h"
 #include "metrics/device_stats.h"
@@ -42,10 +41,6 @@ StepOptions step_options_for(const RunContext& context) {
 void check_config_for_run(const Config& config) {
   plan_run(config, MachineCheck::kIntended);
   text_encoding_for(config, model_args_for(config).vocab_size);
-  check_dataset_files(training_dataset(config.training));
-  if (config.validation.enable) {
-    check_dataset_files(validation_dataset(config.validation, config.training.dataset_token_dtype));
-  }
 }
 
 RunParts::RunParts(const RunContext& run_context)

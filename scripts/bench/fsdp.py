@@ -6,8 +6,9 @@ rank, AC off, 1 warm-up + 4 measured steps. Rounds interleave every variant (1 r
 ranks replicated; 2 and 4 ranks FSDP, prefetched and not; HSDP 2 x 2) so that the machine's noise hits all
 alike. Prints per variant: the median peak RSS per rank (max over ranks) with its spread against
 the model state a rank holds by the memory check's count (16 B a parameter / shard degree plus
-the largest unit gathered, at least the 4 B a parameter each rank builds first), tokens/s over
-all ranks, and for FSDP the all-gather waits and reduce-scatter time per step (the run's
+the largest unit gathered, at least the 4 B a parameter each rank builds first), the peak up to
+the first step (the start-up line "rss before the first step", max over ranks) against the whole
+weights (4 B a parameter: a replica holds them, a shard its rows), tokens/s over all ranks, and for FSDP the all-gather waits and reduce-scatter time per step (the run's
 end-of-run line). With --mixed-precision the variants are 2 ranks replicated and FSDP under
 bfloat16 autocast (FSDP then all-gathers in bfloat16), FSDP in float32, and FSDP reducing in
 bfloat16 (training.mixed_precision_reduce).
@@ -42,8 +43,12 @@ def run(folder, ranks, shard, prefetch, extra):
                 "--parallelism.data_parallel_replicate_degree", "-1"]
     elif shard < ranks:  # HSDP
         cmd += ["--parallelism.data_parallel_replicate_degree", str(ranks // shard)]
-    env = {} if prefetch else {"TITAN_FSDP_PREFETCH": "0"}
+    env = {"LOG_RANK": ",".join(str(r) for r in range(ranks))}  # every rank's start-up lines
+    if not prefetch:
+        env["TITAN_FSDP_PREFETCH"] = "0"
     outputs, peaks = run_ranks_measured(cmd, ranks, env)
+    start = [float(m.group(1)) * 1024 for out in outputs for m in re.finditer(
+        r"rss before the first step: [\d.]+ GiB \(peak so far ([\d.]+) GiB\)", out)]
     with open(os.path.join(folder, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     tps = statistics.median(r["tps"] for r in rows if r["step"] > WARMUP) * ranks
@@ -52,7 +57,7 @@ def run(folder, ranks, shard, prefetch, extra):
                   outputs[0])
     if m:
         gather, scatter = float(m.group(1)), float(m.group(2))
-    return max(peaks), tps, gather, scatter
+    return max(peaks), tps, gather, scatter, max(start)
 
 
 def model_state_mib(shard):
@@ -87,15 +92,16 @@ def main():
                 folder = os.path.join(tmp, f"r{i}_{name.replace(' ', '_')}")
                 r = run(folder, ranks, shard, prefetch, flags + args.extra)
                 results[name].append(r)
-                print(f"round {i + 1}: {name}: peak RSS {r[0]:,.0f} MiB a rank, "
-                      f"{r[1]:,.0f} tokens/s" +
+                print(f"round {i + 1}: {name}: peak RSS {r[0]:,.0f} MiB a rank "
+                      f"({r[4]:,.0f} before step 1), {r[1]:,.0f} tokens/s" +
                       (f", all-gather waits {r[2]:.1f} ms, reduce-scatter {r[3]:.1f} ms a step"
                        if r[2] is not None else ""), flush=True)
     for name, ranks, shard, _, _ in variants:
         rows = results[name]
         line = (f"{name:20s}: peak RSS {spread([r[0] for r in rows])} MiB a rank "
-                f"(model state counted: {model_state_mib(shard):,.0f} MiB), "
-                f"{spread([r[1] for r in rows])} tokens/s")
+                f"(model state counted: {model_state_mib(shard):,.0f} MiB), before step 1 "
+                f"{spread([r[4] for r in rows])} MiB (whole weights {4 * PARAMS / 2**20:,.0f} "
+                f"MiB), {spread([r[1] for r in rows])} tokens/s")
         if shard > 1:
             line += (f", all-gather waits {spread([r[2] for r in rows], '{:.1f}')} ms, "
                      f"reduce-scatter {spread([r[3] for r in rows], '{:.1f}')} ms a step")
