@@ -117,7 +117,7 @@ print(os.path.dirname(sorted(hits)[0]) if hits else "")' 2>/dev/null) &&
     [ -f "$nccl_include/nccl.h" ] && nccl=(-DTITAN_NCCL_INCLUDE_DIR="$nccl_include")
   if ! timeout "$(limit 120)" cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix;$src/.gpu-deps/usr" -DTITAN_HEADER_ONLY_DEPS=ON -DTITAN_WERROR=OFF \
-      "${nccl[@]}" >"$work/configure.log" 2>&1; then
+      -DTITAN_TEST_PER_FILE=OFF "${nccl[@]}" >"$work/configure.log" 2>&1; then
     build_desc="FAILED: cmake configure (see $work/configure.log): $(grep -m1 -A2 'CMake Error' "$work/configure.log" | tr '\n' ' ')"
     return 1
   fi
