@@ -23,6 +23,25 @@ using test::kHsdp;
 using test::kReplicate;
 using test::train_ranks;
 
+// The start of a shell script that launches 2 ranks of the debugmodel run into `dir`/out, saving
+// a full checkpoint every 2 steps (`extra` adds flags), each rank's output in `dir`/rank<R>.out
+// and its pid in $p<R>. The sharded-save tests append what they do to the running ranks.
+std::string launch_two_saving_ranks(const std::string& dir, const std::string& extra) {
+  const std::string flags =
+      test::tiny_run(dir + "/out", 400,
+                     "--model.flavor debugmodel --checkpoint.enable true --checkpoint.interval 2 "
+                     "--checkpoint.last_save_model_only false " +
+                         extra);
+  const int port = test::free_port();
+  std::string script = "cd " + dir + "; ";
+  for (int r = 0; r < 2; ++r) {
+    script += "TITAN_MALLOC_TUNING=0 env " + test::rank_env(r, 2, port) + " " + test::binary() +
+              " " + flags + " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) +
+              "=$!; ";
+  }
+  return script;
+}
+
 // Rank `position` of `ranks`'s rows of `whole`, FSDP's way: ceil(rows / ranks) rows a rank, the
 // last ranks' rows cut short (or empty) where they run past the end.
 RowsPiece rows_of(const std::string& name, const at::Tensor& whole, int64_t position,
@@ -295,18 +314,8 @@ TEST_CASE(
   std::string dir, output;
   for (int attempt = 0; attempt < 3; ++attempt) {
     dir = test::temp_dir("fsdp_abort");
-    const std::string flags =
-        test::tiny_run(dir + "/out", 400,
-                       "--model.flavor debugmodel --checkpoint.enable true --checkpoint.interval 2 "
-                       "--checkpoint.last_save_model_only false --checkpoint.keep_latest_k 0");
-    const int port = test::free_port();
-    std::string script = "cd " + dir + "; ";
-    for (int r = 0; r < 2; ++r) {
-      script += "TITAN_MALLOC_TUNING=0 env " + test::rank_env(r, 2, port) + " " + test::binary() +
-                " " + flags + " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) +
-                "=$!; ";
-    }
-    script +=
+    const std::string script =
+        launch_two_saving_ranks(dir, "--checkpoint.keep_latest_k 0") +
         "for i in $(seq 1200); do grep -q '^step 3 ' out/fingerprint.log 2>/dev/null && break; "
         "sleep 0.05; done; kill -TERM $p0 $p1; "
         "while kill -0 $p0 2>/dev/null; do set -- out/checkpoint/.step-*.tmp; "
@@ -345,18 +354,8 @@ TEST_CASE(
   std::string dir, output, tmp;
   for (int attempt = 0; attempt < 3; ++attempt) {
     dir = test::temp_dir("fsdp_killed_save");
-    const std::string flags =
-        test::tiny_run(dir + "/out", 400,
-                       "--model.flavor debugmodel --checkpoint.enable true --checkpoint.interval 2 "
-                       "--checkpoint.last_save_model_only false --comm.train_timeout_seconds 60");
-    const int port = test::free_port();
-    std::string script = "cd " + dir + "; ";
-    for (int r = 0; r < 2; ++r) {
-      script += "TITAN_MALLOC_TUNING=0 env " + test::rank_env(r, 2, port) + " " + test::binary() +
-                " " + flags + " >rank" + std::to_string(r) + ".out 2>&1 & p" + std::to_string(r) +
-                "=$!; ";
-    }
-    script +=
+    const std::string script =
+        launch_two_saving_ranks(dir, "--comm.train_timeout_seconds 60") +
         "while kill -0 $p0 2>/dev/null; do set -- out/checkpoint/.step-*.tmp; "
         "[ -e \"$1\" ] && break; done; kill -KILL $p1; echo \"$1\"; "
         "wait $p0; echo \"rank0 $?\"; wait $p1; echo \"rank1 $?\"";
