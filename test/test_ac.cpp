@@ -54,7 +54,7 @@ LossAndGrads loss_and_grads(const ActivationCheckpointConfig& config, double dro
   Transformer model(args);
   model->init_weights();
   model->train();
-  auto wrapped = ac::apply_activation_checkpointing(model, config);
+  auto wrapped = ac::apply_activation_checkpointing(model, config).names;
   auto tokens = at::randint(0, args.vocab_size, {2, 33}, at::kLong);
   auto inputs = tokens.narrow(1, 0, 32), labels = tokens.narrow(1, 1, 32);
   auto loss = summed_cross_entropy(model->forward(inputs), labels) / 64.0;

@@ -85,7 +85,7 @@ Transformer reference_model(const ReferenceState& ref, const std::string& ac_mod
   size_t in_file = 0;
   for (auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
   REQUIRE(loaded == in_file);
-  auto wrapped = ac::apply_activation_checkpointing(model, ac_mode(ac_mode_name));
+  auto wrapped = ac::apply_activation_checkpointing(model, ac_mode(ac_mode_name)).names;
   // The reference has 2 layers: full wraps both, selective 2 the second, none neither.
   const std::map<std::string, std::vector<std::string>> expected = {
       {"none", {}}, {"full", {"layers.0", "layers.1"}}, {"selective", {"layers.1"}}};

@@ -13,11 +13,10 @@ std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& confi
   return layers;
 }
 
-std::vector<std::string> apply_activation_checkpointing(Transformer& model,
-                                                        const ActivationCheckpointConfig& config,
-                                                        const std::string& debug_dir,
-                                                        std::shared_ptr<OpTraceSink> trace_sink) {
-  std::vector<std::string> names;
+CheckpointedBlocks apply_activation_checkpointing(Transformer& model,
+                                                  const ActivationCheckpointConfig& config,
+                                                  const std::string& debug_dir) {
+  CheckpointedBlocks blocks;
   for (int64_t layer : checkpointed_layers(config, model->args().n_layers)) {
     RecomputeOptions options;
     options.block_name = "layers." + std::to_string(layer);
@@ -25,13 +24,13 @@ std::vector<std::string> apply_activation_checkpointing(Transformer& model,
     options.check = config.determinism_check;
     options.debug = config.debug;
     options.debug_dir = debug_dir;
-    options.trace_sink = trace_sink;
+    options.trace_sink = blocks.trace_sink;
     model->set_block_runner(layer, [options](const BlockFunction& block, const at::Tensor& x) {
       return run_recomputed(block, x, options);
     });
-    names.push_back(options.block_name);
+    blocks.names.push_back(options.block_name);
   }
-  return names;
+  return blocks;
 }
 
 }  // namespace titan::ac

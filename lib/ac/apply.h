@@ -18,11 +18,18 @@ namespace titan::ac {
 std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& config,
                                          int64_t n_layers);
 
+// The blocks apply_activation_checkpointing wrapped.
+struct CheckpointedBlocks {
+  std::vector<std::string> names;  // "layers.1", ... in model order
+  // Where their checked forwards' ops go: an observer of the blocks' ops (the numerics trace at
+  // op level) connects here.
+  std::shared_ptr<OpTraceSinkSlot> trace_sink = std::make_shared<OpTraceSinkSlot>();
+};
+
 // Routes the chosen blocks of `model` through run_recomputed() with the config's options, debug
-// traces going to `debug_dir` and each checked forward's ops to `trace_sink` (may be null). Returns
-// the wrapped blocks' names ("layers.1", ...).
-std::vector<std::string> apply_activation_checkpointing(
-    Transformer& model, const ActivationCheckpointConfig& config, const std::string& debug_dir = "",
-    std::shared_ptr<OpTraceSink> trace_sink = nullptr);
+// traces going to `debug_dir`.
+CheckpointedBlocks apply_activation_checkpointing(Transformer& model,
+                                                  const ActivationCheckpointConfig& config,
+                                                  const std::string& debug_dir = "");
 
 }  // namespace titan::ac

@@ -87,7 +87,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     state->autocast = autocast_enabled(x.device().type());
     state->autocast_dtype = autocast_dtype(x.device().type());
     // Grad is off here (Function::apply), so no activations are kept.
-    OpTraceSink* sink = state->options.trace_sink.get();
+    OpTraceSink* sink = state->options.trace_sink ? state->options.trace_sink->sink() : nullptr;
     const bool observed = sink && sink->wants_ops();
     at::Tensor out = run_recorded(*state, x, state->forward_trace, observed);
     if (observed && state->options.check != RecomputeCheck::kNone) {

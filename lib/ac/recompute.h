@@ -39,13 +39,25 @@ class OpTraceSink {
   virtual void add_ops(const std::vector<OpRecord>& ops) = 0;
 };
 
+// Where the checkpointed blocks' forward ops go: one slot the blocks share, empty until an
+// observer connects to it (after the blocks are wrapped, before their first forward).
+class OpTraceSinkSlot {
+ public:
+  // Sends every later checked forward's ops to `sink` (null: to none).
+  void connect(std::shared_ptr<OpTraceSink> sink) { sink_ = std::move(sink); }
+  OpTraceSink* sink() const { return sink_.get(); }
+
+ private:
+  std::shared_ptr<OpTraceSink> sink_;
+};
+
 struct RecomputeOptions {
   std::string block_name = "block";  // "layers.3"
   bool preserve_rng_state = true;
   RecomputeCheck check = RecomputeCheck::kDefault;
   bool debug = false;     // on a mismatch, print both op traces and write them to debug_dir
   std::string debug_dir;  // <dump_folder>/ac_debug; "" prints only
-  std::shared_ptr<OpTraceSink> trace_sink;  // null: no observer
+  std::shared_ptr<const OpTraceSinkSlot> trace_sink;  // null: no observer
 };
 
 // The forward and the recomputation of a block did not compute the same thing (exit code 3).

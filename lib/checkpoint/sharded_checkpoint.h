@@ -79,6 +79,18 @@ struct RowShare {
   RowRange rows_of(int64_t total) const;
 };
 
+// Where the weights a load reads go: rows [first_row, first_row + rows.size(0)) of the model's
+// parameter `name`.
+using ModelLoad =
+    std::function<void(const std::string& name, int64_t first_row, const at::Tensor& rows)>;
+
+// How a run's ranks hold what its checkpoints load and save (DataParallel::checkpoint_layout).
+struct CheckpointLayout {
+  ModelLoad load;      // null: into the model's parameters, whole
+  RowShare rows;       // the rows of the weights and AdamW moments a load keeps (all by default)
+  ShardedSaves saves;  // what a full save writes on this rank (rank 0 the whole model by default)
+};
+
 // Builds whole tensors (or the rows `keep` chooses of them) from the shard files of one part,
 // one file at a time.
 class RowAssembler {

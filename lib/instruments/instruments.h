@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "ac/recompute.h"
 #include "config/config.h"
 #include "config/run_folder.h"
 #include "instruments/instrument.h"
-#include "instruments/numerics_trace.h"
 #include "model/llama.h"
 #include "model/model_args.h"
 #include "parallel/data_parallel.h"
@@ -25,23 +25,20 @@ struct InstrumentSetup {
 
   const Config& config;
   RunFolder folder;
-  int64_t rank = 0;
   ModelArgs args;
   StepOptions step_options;
   Transformer model{nullptr};
-  // How the ranks hold the model (instruments read this rank's pieces of it); outlives them.
-  const DataParallel* parallel = nullptr;
-  std::string dataset;              // the data source, as the start-up log names it
-  bool writes_tensorboard = false;  // this rank writes event files (histograms)
-  // The numerics tracer (make_numerics_tracer): built before activation checkpointing, which
-  // passes it the ops of the blocks it checks; null when neither numerics.log nor the rerun
-  // check needs it.
-  std::shared_ptr<NumericsTracer> tracer;
-  // For readers of other data (validation): the seed, this rank's place and the data order, and
-  // the job's group (outlives the instruments) for their stop checks.
-  uint64_t seed = 0;
+  // How the ranks hold the model (instruments read this rank's pieces of it, and the numerics
+  // trace the gradients it gathers); outlives them.
+  DataParallel* parallel = nullptr;
+  std::string dataset;  // the data source, as the start-up log names it
+  // Where activation checkpointing sends its checked blocks' forward ops (ac/apply.h): the
+  // numerics trace connects to it, since a checked block's ops are recorded by its checker.
+  std::shared_ptr<ac::OpTraceSinkSlot> checkpointed_ops;
+  // The job's group (outlives the instruments; required): this rank's place, and the stop
+  // checks of readers of other data (validation).
   ProcessGroup* group = nullptr;
-  int64_t world = 1;
+  uint64_t seed = 0;                                // the run's, for readers of other data
   std::shared_ptr<const TextEncoder> text_encoder;  // the training text's (null: bytes)
   // What decides bits beyond the config (fingerprint.log's header and metrics/machine.h), for a
   // step capture's machine.txt; called when a step is captured.
@@ -54,7 +51,9 @@ bool rerun_armed(const DebugConfig& debug);
 
 // The instruments the config arms, in the order they are called: the numerics tracer, the
 // per-layer norms, precision attribution, step capture, the rerun check, validation, profiling.
-// Writes nothing; throws ConfigError for what an instrument's config or data refuses.
+// The numerics tracer observes setup.model's forwards, checkpointed_ops and, under FSDP, the
+// gradients setup.parallel gathers. Writes nothing; throws ConfigError for what an instrument's
+// config or data refuses.
 std::vector<std::shared_ptr<Instrument>> make_instruments(const InstrumentSetup& setup);
 
 }  // namespace titan

@@ -232,15 +232,17 @@ void LayerNorms::step_finished(const StepRequest&, StepOutcome& outcome) {
   } else {
     norms_from_copy(norms);
   }
+  LayerNormsFound found;
   for (size_t i = 0; i < parts_.size(); ++i) {
     norms[i].name = parts_[i].name;
     norms[i].grad_norm = parts_[i].grad_norm;
-    outcome.layers.push_back(norms[i]);
+    found.parts.push_back(norms[i]);
     if (with_histograms_)
       add_histogram(histograms_, "layers/" + parts_[i].name + "/weights", parts_[i].params);
   }
-  outcome.histograms = std::move(histograms_);
+  found.histograms = std::move(histograms_);
   histograms_.clear();
+  outcome.findings.put(std::move(found));
 }
 
 std::string LayerNorms::cost_line(const RunTotals& totals) const {

@@ -37,6 +37,12 @@ struct LayerNormSchedule {
   bool histograms(int64_t step) const;
 };
 
+// LayerNorms' finding in a step's outcome (outcome.findings.find<LayerNormsFound>()).
+struct LayerNormsFound {
+  std::vector<PartNorms> parts;          // in model order
+  std::vector<SummaryValue> histograms;  // TensorBoard's, at histogram steps; empty otherwise
+};
+
 class LayerNorms : public Instrument {
  public:
   // Groups the parameters by part ("layers.3.attention.wq.weight" is part "3"), from this rank's
@@ -52,8 +58,8 @@ class LayerNorms : public Instrument {
   void before_step(StepContext& context) override;
   // The gradients' norms, after the sum over ranks, before clipping.
   void gradients_ready(const StepRequest& request) override;
-  // The parts' norms into outcome.layers, in model order (and the histograms, at their steps:
-  // "layers/<part>/weights" and "layers/<part>/grads" for each part).
+  // The parts' norms into the outcome's LayerNormsFound, in model order (and the histograms, at
+  // their steps: "layers/<part>/weights" and "layers/<part>/grads" for each part).
   void step_finished(const StepRequest& request, StepOutcome& outcome) override;
   std::string cost_line(const RunTotals& totals) const override;
 

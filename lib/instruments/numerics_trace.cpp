@@ -40,8 +40,13 @@ OpOutput op_output(const ac::OutputMeta& m) {
 
 }  // namespace
 
-NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq, std::set<int64_t> op_steps)
-    : level_(level), freq_(freq), op_steps_(std::move(op_steps)) {}
+NumericsTracer::NumericsTracer(NumericsTrace level, int64_t freq, std::string log_path,
+                               std::set<int64_t> op_steps)
+    : level_(level), freq_(freq), log_path_(std::move(log_path)), op_steps_(std::move(op_steps)) {}
+
+void NumericsTracer::open_outputs(int64_t resume_step) {
+  if (writes_log()) open(log_path_, resume_step);
+}
 
 void NumericsTracer::step_starting(const StepRequest& request) {
   const bool again = trace_next_;
@@ -56,7 +61,7 @@ void NumericsTracer::gradients_ready(const StepRequest&) {
 
 void NumericsTracer::step_finished(const StepRequest&, StepOutcome& outcome) {
   std::optional<NumericsStep> record = end_step();
-  if (captured_) outcome.numerics = std::move(record);
+  if (captured_ && record) outcome.findings.put(std::move(*record));
 }
 
 std::string NumericsTracer::describe() const {
@@ -164,22 +169,21 @@ std::optional<NumericsStep> NumericsTracer::end_step() {
   return std::move(record_);
 }
 
-std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model) {
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model,
+                                                     const std::string& log_path) {
   if (debug.numerics_trace == NumericsTrace::kNone && !rerun_armed(debug)) return nullptr;
   auto tracer = std::make_shared<NumericsTracer>(
-      debug.numerics_trace, debug.numerics_freq,
+      debug.numerics_trace, debug.numerics_freq, log_path,
       std::set<int64_t>(debug.rerun_steps.begin(), debug.rerun_steps.end()));
   tracer->attach(model);
   model->set_forward_observer(tracer);
   return tracer;
 }
 
-void open_numerics_log(NumericsTracer* tracer, const RunFolder& folder, int64_t resume_step,
-                       int64_t rank) {
-  const std::string path = folder.file(RunFile::kNumerics, rank);
-  if (tracer && tracer->writes_log()) return tracer->open(path, resume_step);
+void remove_stale_numerics_log(const DebugConfig& debug, const std::string& log_path) {
+  if (debug.numerics_trace != NumericsTrace::kNone) return;
   std::error_code ec;
-  std::filesystem::remove(path, ec);
+  std::filesystem::remove(log_path, ec);
 }
 
 }  // namespace titan

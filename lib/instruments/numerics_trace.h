@@ -46,10 +46,11 @@ class BlockOutputHook {
 
 class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpTraceSink {
  public:
-  // `level` is what numerics.log records (kNone: no file, records for the rerun check only);
-  // `op_steps` are the run's steps recorded at op level whatever the level (debug.rerun_steps).
-  // Writes nothing until open().
-  NumericsTracer(NumericsTrace level, int64_t freq, std::set<int64_t> op_steps = {});
+  // `level` is what numerics.log (at `log_path`) records (kNone: no file, records for the rerun
+  // check only); `op_steps` are the run's steps recorded at op level whatever the level
+  // (debug.rerun_steps). Writes nothing until open_outputs().
+  NumericsTracer(NumericsTrace level, int64_t freq, std::string log_path,
+                 std::set<int64_t> op_steps = {});
   ~NumericsTracer() override;
 
   // Instrument: every step (a step it does not trace costs one branch per stage); the run's own
@@ -63,6 +64,8 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
   // trace_next_execution) goes into outcome.numerics.
   void step_finished(const StepRequest& request, StepOutcome& outcome) override;
   std::string describe() const override;  // "" when numerics.log is not written
+  // Opens numerics.log when the level writes it (see open).
+  void open_outputs(int64_t resume_step) override;
 
   // The next execution it observes is recorded at op level and writes nothing to numerics.log
   // (a re-execution of a step).
@@ -108,6 +111,7 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
 
   NumericsTrace level_;
   int64_t freq_;
+  std::string log_path_;
   std::set<int64_t> op_steps_;
   bool trace_next_ = false;
   bool captured_ = false;           // this execution's op-level record goes into its outcome
@@ -124,14 +128,13 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
   std::shared_ptr<BlockOutputHook> hook_;
 };
 
-// The tracer debug.numerics_trace asks for, attached to `model`; null for "none" unless the rerun
-// check is armed (it needs op traces). Touches no file.
-std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model);
+// The tracer debug.numerics_trace asks for, writing to `log_path` and attached to `model`; null
+// for "none" unless the rerun check is armed (it needs op traces). Touches no file.
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model,
+                                                     const std::string& log_path);
 
-// Opens the run's numerics.log (numerics.rank<N>.log for rank N > 0) for `tracer`, or, when it is
-// null or records nothing, removes one an earlier run left there (compare would read it as this
-// run's). Call with the outputs.
-void open_numerics_log(NumericsTracer* tracer, const RunFolder& folder, int64_t resume_step = 0,
-                       int64_t rank = 0);
+// With debug.numerics_trace "none", removes the numerics.log an earlier run left at `log_path`:
+// compare would read it as this run's. Call with the run's outputs.
+void remove_stale_numerics_log(const DebugConfig& debug, const std::string& log_path);
 
 }  // namespace titan

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "instruments/layer_norms.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -86,7 +87,7 @@ StepExecution RerunCheck::describe_execution(const std::string& label, const Ste
   x.loss = outcome.loss;
   x.grad_norm = outcome.grad_norm;
   x.gradients = engine.gradients_checksum();  // still in .grad: the update does not touch them
-  x.trace = outcome.numerics;
+  if (const NumericsStep* traced = outcome.findings.find<NumericsStep>()) x.trace = *traced;
   return x;
 }
 
@@ -117,7 +118,8 @@ std::vector<SequenceLoss> RerunCheck::sequence_losses(StepContext& context) {
 }
 
 void RerunCheck::after_step(StepContext& context, StepOutcome& outcome) {
-  if (!outcome.layers.empty()) layer_window_.add(context.step, outcome.layers);
+  if (const LayerNormsFound* norms = outcome.findings.find<LayerNormsFound>())
+    layer_window_.add(context.step, norms->parts);
   std::optional<RerunTrigger> trigger;
   if (before_) trigger = monitor_.trigger(context.step, outcome.loss, outcome.grad_norm);
   if (!trigger) {
@@ -145,7 +147,8 @@ StepOutcome RerunCheck::rerun(RerunTrigger trigger, StepContext& context,
   const Snapshot after = engine.snapshot();  // the original's result, for "stop"
 
   report.sequences = sequence_losses(context);
-  if (!original.numerics) {  // untraced: execute it again, traced, to compare op by op
+  if (!original.findings
+           .find<NumericsStep>()) {  // untraced: execute it again, traced, to compare op by op
     const StepOutcome again = execute_traced(context);
     report.executions.push_back(describe_execution("original re-executed (traced)", again, engine));
   }

@@ -67,7 +67,7 @@ void Validation::after_step(StepContext& context, StepOutcome& outcome) {
   v.seconds = seconds_since(start);
   cost_.seconds += v.seconds;
   ++cost_.count;
-  outcome.validation = v;
+  outcome.findings.put(v);
 }
 
 std::string Validation::cost_line(const RunTotals& totals) const {

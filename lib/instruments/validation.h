@@ -22,6 +22,15 @@
 
 namespace titan {
 
+// A validation pass after a step: Validation's finding in the step's outcome
+// (outcome.findings.find<Validated>()).
+struct Validated {
+  double loss = 0;     // mean over its batches of each batch's loss over all ranks' tokens
+  int64_t tokens = 0;  // evaluated on this rank
+  int64_t batches = 0;
+  double seconds = 0;
+};
+
 class Validation : public Instrument {
  public:
   // Reads `source` (the validation set) as this rank's share of `layout`'s batches; `group` (the
@@ -33,7 +42,7 @@ class Validation : public Instrument {
   const char* name() const override { return "validation"; }
   std::string describe() const override;
   bool wants_step(int64_t step) const override { return step == 1 || step % freq_ == 0; }
-  // Validates, into outcome.validation.
+  // Validates, into the outcome's Validated.
   void after_step(StepContext& context, StepOutcome& outcome) override;
   std::string cost_line(const RunTotals& totals) const override;
   std::string checkpoint_state() const override;

@@ -93,9 +93,11 @@ class DataParallel {
   // them); empty: from the model's parameters.
   virtual std::function<void(const GradientVisitor&)> gradient_source() = 0;
 
-  // What a full checkpoint saves on this rank, and how a model-only save makes the model whole
-  // (sharded_checkpoint.h); a ShardedSaves without `shard` saves the whole model from rank 0.
-  virtual ShardedSaves checkpoint_saves() = 0;
+  // How the checkpointer loads and saves on this rank (sharded_checkpoint.h): loaded weights go
+  // through load_rows, keeping the rows this rank holds; a full save writes what this rank holds
+  // and a model-only save makes the model whole (a ShardedSaves without `shard` saves the whole
+  // model from rank 0). Requires: the strategy outlives the layout's functions.
+  virtual CheckpointLayout checkpoint_layout() = 0;
 
   // The start-up log's description of what the ranks hold and how their gradients meet.
   virtual std::string describe() const = 0;

@@ -102,15 +102,21 @@ std::function<void(const GradientVisitor&)> FullSharding::gradient_source() {
   return [this](const GradientVisitor& visit) { sharded_->visit_full_gradients_backward(visit); };
 }
 
-ShardedSaves FullSharding::checkpoint_saves() {
-  ShardedSaves saves;
+CheckpointLayout FullSharding::checkpoint_layout() {
+  CheckpointLayout layout;
+  layout.load = [this](const std::string& name, int64_t first_row, const at::Tensor& rows) {
+    load_rows(name, first_row, rows);
+  };
+  // Its place in its shard group: a load keeps those rows of the weights and moments only.
+  layout.rows = plan_.loaded_rows(rank());
+  ShardedSaves& saves = layout.saves;
   saves.shard = [this] { return sharded_->checkpoint_shard(*shard_optimizer_); };
   saves.writes = !mesh_.replica || mesh_.replica->rank() == 0;  // one replica writes the shards
   saves.shards = plan_.shard;
   saves.replicas = plan_.hsdp() ? plan_.replicate : 1;
   saves.gather = [this] { sharded_->gather_parameters(); };
   saves.release = [this] { sharded_->release_whole(whole_optimizer_); };
-  return saves;
+  return layout;
 }
 
 std::string FullSharding::describe() const {

@@ -42,7 +42,7 @@ class FullSharding : public DataParallel {
   std::vector<LocalPiece> local_pieces() const override { return sharded_->local_pieces(); }
   ProcessGroup* pieces_split_over() const override { return &sharded_->shard_group(); }
   std::function<void(const GradientVisitor&)> gradient_source() override;
-  ShardedSaves checkpoint_saves() override;
+  CheckpointLayout checkpoint_layout() override;
   std::string describe() const override;
   std::vector<std::string> cost_lines(int64_t steps, double seconds) const override;
 

@@ -35,6 +35,14 @@ torch::optim::AdamW& Replication::optimizer() {
   return *optimizer_;
 }
 
+CheckpointLayout Replication::checkpoint_layout() {
+  CheckpointLayout layout;
+  layout.load = [this](const std::string& name, int64_t first_row, const at::Tensor& rows) {
+    load_rows(name, first_row, rows);
+  };
+  return layout;
+}
+
 void Replication::load_rows(const std::string& name, int64_t first_row, const at::Tensor& values) {
   const at::Tensor* param = model_->named_parameters().find(name);
   if (!param) throw std::invalid_argument("load_rows: the model has no parameter " + name);

@@ -36,7 +36,7 @@ class Replication : public DataParallel {
   std::vector<LocalPiece> local_pieces() const override;
   ProcessGroup* pieces_split_over() const override { return nullptr; }
   std::function<void(const GradientVisitor&)> gradient_source() override { return {}; }
-  ShardedSaves checkpoint_saves() override { return {}; }
+  CheckpointLayout checkpoint_layout() override;
   std::string describe() const override;
   std::vector<std::string> cost_lines(int64_t steps, double seconds) const override;
 

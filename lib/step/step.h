@@ -19,11 +19,9 @@
 #include "config/enums.h"
 #include "data/loader.h"
 #include "distributed/process_group.h"
-#include "metrics/metrics.h"
-#include "metrics/numerics_log.h"
-#include "metrics/tfevents.h"
 #include "model/llama.h"
 #include "parallel/data_parallel.h"
+#include "step/step_findings.h"
 
 namespace titan {
 
@@ -77,14 +75,6 @@ struct StepTimings {
   double update = 0;
 };
 
-// A validation pass after a step (instruments/validation.h).
-struct Validated {
-  double loss = 0;     // mean over its batches of each batch's loss over all ranks' tokens
-  int64_t tokens = 0;  // evaluated on this rank
-  int64_t batches = 0;
-  double seconds = 0;
-};
-
 // What one execution of a step computed, and what its observers measured.
 struct StepOutcome {
   int64_t step = 0;
@@ -96,11 +86,9 @@ struct StepOutcome {
   std::vector<at::Tensor> sequence_losses;  // kLosses: per micro-batch, (B) float64 on the CPU
   int64_t tokens = 0;                       // kEvaluate: the tokens evaluated on this rank
   StepTimings timings;
-  // Added by observers:
-  std::vector<PartNorms> layers;         // per-layer norms (instruments/layer_norms.h)
-  std::vector<SummaryValue> histograms;  // TensorBoard histograms of weights and gradients
-  std::optional<NumericsStep> numerics;  // the numerics trace's record of the step
-  std::optional<Validated> validation;   // a validation pass after the step
+  // Added by observers, each under its own type (LayerNorms, NumericsStep, Validated: see the
+  // instrument that adds it).
+  StepFindings findings;
 };
 
 // Watches executions of steps. Every hook has a default that does nothing.

@@ -112,7 +112,7 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
   }
   const auto load_start = SteadyClock::now();
   // A global data order has one position for all ranks: each takes rank 0's state.
-  const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load(), rows_);
+  const CheckpointContents c = load_checkpoint(path, batches_.saved_rank_to_load(), layout_.rows);
   const bool seed = c.model_only && c.step == 0;
   if (!c.model_only && !excluded("dataloader"))
     batches_.check_resumable(c.world_size, c.global_data_order, path);
@@ -173,7 +173,7 @@ void Checkpointer::resume_from(const std::string& path, StartPoint& start) {
 void Checkpointer::restore_parts(const CheckpointContents& c, const std::string& path,
                                  StartPoint& start) {
   const std::string optimizer_source = path + "/" + c.optimizer_file;
-  if (excluded("optimizer") || rows_.shards > 0) {
+  if (excluded("optimizer") || layout_.rows.shards > 0) {
     if (!excluded("model")) load_model(c);
     if (!excluded("optimizer")) {
       // FSDP: this rank's rows of the moments, for the sharded optimizer.
@@ -240,13 +240,13 @@ void Checkpointer::load_initial_hf_weights(const std::string& path, StartPoint& 
 void Checkpointer::load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum,
                               RowShare kept, const std::vector<int64_t>& total_rows) {
   loaded_checksum_ = checksum;
-  if (!model_load_) {
+  if (!layout_.load) {
     load_parameters(*model_, tensors);
     return;
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t first = kept.shards > 0 ? kept.rows_of(total_rows.at(i)).begin : 0;
-    model_load_(tensors[i].name, first, tensors[i].tensor);
+    layout_.load(tensors[i].name, first, tensors[i].tensor);
   }
 }
 
@@ -255,14 +255,15 @@ void Checkpointer::load_model(const CheckpointContents& c) {
 }
 
 void Checkpointer::load_hf_rows(const std::string& path, HfLoadReport& report) {
-  const auto tensors = load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report, rows_);
+  const auto tensors =
+      load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report, layout_.rows);
   std::vector<int64_t> total_rows;
   for (const auto& p : llama_parameter_shapes(model_->args())) {
     total_rows.push_back(p.sizes.empty() ? 1 : p.sizes[0]);
   }
   // Ranks that keep rows apart cannot hash the same tensors: they compare the files' headers.
-  load_model(tensors, rows_.shards > 0 ? report.headers_checksum : checksum_of(tensors), rows_,
-             total_rows);
+  load_model(tensors, layout_.rows.shards > 0 ? report.headers_checksum : checksum_of(tensors),
+             layout_.rows, total_rows);
 }
 
 at::ScalarType Checkpointer::parameter_dtype() const {

@@ -57,10 +57,10 @@ void Checkpointer::save_sharded(const TrainState& state, std::ostream& console) 
   }
 
   ShardWriteOutcome mine;
-  if (sharded_.writes) {
+  if (layout_.saves.writes) {
     try {
-      mine.files = write_checkpoint_shard(checkpoint_temp_folder(folder_, step), sharded_.shard(),
-                                          should_abort);
+      mine.files = write_checkpoint_shard(checkpoint_temp_folder(folder_, step),
+                                          layout_.saves.shard(), should_abort);
     } catch (const WriteAborted&) {
       mine.status = Status::kAborted;
     } catch (const std::exception& e) {
@@ -127,8 +127,8 @@ std::string Checkpointer::finish_sharded_save(const TrainState& state,
   contents.global_data_order = batches_.global_order();
   contents.config_hash = config_hash(config_);
   contents.config_toml = to_toml(config_);
-  contents.shards = sharded_.shards;
-  contents.replicas = sharded_.replicas;
+  contents.shards = layout_.saves.shards;
+  contents.replicas = layout_.saves.replicas;
   SaveRecord record;
   try {
     record = finish_checkpoint_write(folder_, contents, files, should_abort);
@@ -138,7 +138,7 @@ std::string Checkpointer::finish_sharded_save(const TrainState& state,
     return fmt::format("failed\nrank 0: {}", e.what());
   }
   record.seconds = seconds_since(start);
-  report_saved(record, fmt::format("full, in {} shards", sharded_.shards), console);
+  report_saved(record, fmt::format("full, in {} shards", layout_.saves.shards), console);
   return "";
 }
 

@@ -34,14 +34,16 @@ std::string steps_list(const std::vector<int64_t>& steps) {
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
-                           torch::optim::AdamW& optimizer, const StepBatches& batches)
+                           torch::optim::AdamW& optimizer, const StepBatches& batches,
+                           CheckpointLayout layout)
     : config_(config),
       group_(group),
       model_(model),
       optimizer_(optimizer),
       batches_(batches),
       run_folder_(config),
-      folder_(run_folder_.subfolder(RunSubfolder::kCheckpoint)) {}
+      folder_(run_folder_.subfolder(RunSubfolder::kCheckpoint)),
+      layout_(std::move(layout)) {}
 
 bool Checkpointer::saves() const {
   return config_.checkpoint.enable && !config_.checkpoint.load_only;
@@ -89,22 +91,22 @@ void Checkpointer::refuse_saves_onto_skipped(int64_t start_step) const {
 
 void Checkpointer::save(const TrainState& state, bool final_save, std::ostream& console) {
   const bool model_only = final_save && config_.checkpoint.last_save_model_only;
-  if (sharded_.shard && !model_only) {
+  if (layout_.saves.shard && !model_only) {
     save_sharded(state, console);
     return;
   }
-  if (!sharded_.gather) {
+  if (!layout_.saves.gather) {
     save_whole(state, final_save, console);
     return;
   }
-  sharded_.gather();
+  layout_.saves.gather();
   try {
     save_whole(state, final_save, console);
   } catch (...) {
-    sharded_.release();
+    layout_.saves.release();
     throw;
   }
-  sharded_.release();
+  layout_.saves.release();
 }
 
 std::function<bool()> Checkpointer::abort_on_second_signal() {

@@ -34,18 +34,22 @@ struct StartPoint {
   // The step the LR schedule counts from (checkpoint.exclude_from_loading holds "lr_scheduler":
   // it starts again at the resumed step, as torchtitan's fresh scheduler does).
   int64_t schedule_origin = 0;
-  // With set_rows: this rank's rows of each parameter's AdamW state, in the model's
-  // order, for FullyShardedModel::take_optimizer_rows (the whole optimizer gets none); empty when
-  // none was loaded.
+  // When the layout keeps some rows only: this rank's rows of each parameter's AdamW state, in the
+  // model's order, for FullyShardedModel::take_optimizer_rows (the whole optimizer gets none);
+  // empty when none was loaded.
   std::vector<std::optional<AdamWParamSnapshot>> optimizer_rows;
 };
 
 class Checkpointer {
  public:
-  // Requires: `group`, `model`, `optimizer` and `batches` (whose data position it checks before
-  // a resume) outlive the checkpointer.
+  // Loads and saves as `layout` (the run's DataParallel's) says: loaded weights go through
+  // layout.load (checked against the model's shapes first), keeping layout.rows of the weights
+  // and of the optimizer state (StartPoint::optimizer_rows), so that an FSDP rank builds neither
+  // the whole weights nor the whole moments; full saves write as layout.saves says. Requires:
+  // `group`, `model`, `optimizer` and `batches` (whose data position it checks before a resume)
+  // outlive the checkpointer.
   Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
-               torch::optim::AdamW& optimizer, const StepBatches& batches);
+               torch::optim::AdamW& optimizer, const StepBatches& batches, CheckpointLayout layout);
 
   // With checkpoint.enable, loads the latest complete checkpoint (rank 0's listing decides for
   // every rank), or checkpoint.load_step, into the model and optimizer, less the parts
@@ -56,27 +60,11 @@ class Checkpointer {
   // config ConfigError. Writes nothing. (checkpoint_resume.cpp)
   StartPoint resume_or_initialize();
 
-  // A full save of each rank's rows, and a model-only save of the whole model, as `sharded`
-  // (from the run's DataParallel) says; the default saves the whole model from rank 0.
-  void set_sharded(ShardedSaves sharded) { sharded_ = std::move(sharded); }
-  // Where the weights resume_or_initialize loads go (checked against the model's shapes first):
-  // by default into the model's parameters, whole; a model built without memory (FSDP) has
-  // `load` put rows [first_row, first_row + rows.size(0)) of parameter `name` where its values
-  // live (DataParallel::load_rows).
-  using ModelLoad =
-      std::function<void(const std::string& name, int64_t first_row, const at::Tensor& rows)>;
-  void set_model_load(ModelLoad load) { model_load_ = std::move(load); }
   // What resume_or_initialize loaded weights from, as a checksum: of the checkpoint's files (its
   // manifest's checksums), of the tensors of a .safetensors file, or of a Hugging Face folder's
   // tensors (its files' headers where each rank reads only its rows); 0 when it loaded none. Ranks
   // that keep only their rows of the weights compare it to know they read the same ones.
   uint64_t loaded_checksum() const { return loaded_checksum_; }
-  // FSDP, before resume_or_initialize (with set_model_load): a resume loads only `share`'s rows
-  // of the weights and of the optimizer state (StartPoint::optimizer_rows), and initial weights
-  // from a Hugging Face folder only `share`'s rows, so that no rank builds the whole weights or
-  // moments.
-  void set_rows(RowShare share) { rows_ = share; }
-
   // Whether step `step` ends with a save (every checkpoint.interval steps, at the last, and at
   // step 1 with enable_first_step_checkpoint; never with load_only).
   bool due(int64_t step) const;
@@ -129,13 +117,13 @@ class Checkpointer {
   void resume_from_hf_final_save(const std::string& path, StartPoint& start);
   // Writes the final model in Hugging Face's layout as step-N (last_save_in_hf).
   SaveRecord save_hf(int64_t step);
-  // As set_model_load says: `tensors` (the rows c.model_rows keeps of them, from `c` when given),
+  // As layout_.load says: `tensors` (the rows c.model_rows keeps of them, from `c` when given),
   // loaded from what `checksum` identifies.
   // `kept`: the rows of each tensor it holds (total_rows: each whole tensor's first dimension).
   void load_model(const std::vector<NamedTensor>& tensors, uint64_t checksum, RowShare kept = {},
                   const std::vector<int64_t>& total_rows = {});
   void load_model(const CheckpointContents& c);
-  // The Hugging Face checkpoint at `path`, this rank's rows (set_rows), loaded into the model.
+  // The Hugging Face checkpoint at `path`, this rank's rows (layout_.rows), loaded into the model.
   void load_hf_rows(const std::string& path, HfLoadReport& report);
   at::ScalarType parameter_dtype() const;
   // Whether checkpoint.exclude_from_loading names `part`.
@@ -152,9 +140,7 @@ class Checkpointer {
   std::string folder_;            // <dump_folder>/<checkpoint.folder>
   int64_t last_saved_step_ = -1;  // this run's latest checkpoint
   int64_t exchanges_ = 0;         // store exchanges of this run, for their unique keys
-  ShardedSaves sharded_;
-  RowShare rows_;
-  ModelLoad model_load_;
+  CheckpointLayout layout_;
   uint64_t loaded_checksum_ = 0;
 };
 

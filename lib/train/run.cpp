@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "train/run_components.h"
 #include "train/run_log.h"
 #include "train/run_outputs.h"
-#include "train/run_parts.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/stop_signal.h"
@@ -28,14 +28,13 @@ std::unique_ptr<Run> Run::open(const Config& config, std::ostream& console,
                                const RunContextOptions& options) {
   std::unique_ptr<Run> run(new Run());
   run->context_ = build_run_context(config, console, options);
-  run->parts_ = std::make_unique<RunParts>(run->context_);
-  const RunParts& parts = *run->parts_;
+  run->components_ = build_run_components(run->context_);
+  const RunComponents& components = *run->components_;
   stop_if_signalled_during_start_up(*run->context_.process_group);
-  run->outputs_ =
-      std::make_unique<RunOutputs>(run->context_, parts.fingerprint_header(), parts.tracer.get(),
-                                   parts.instruments, parts.start.step);
-  run->trainer_ = std::make_unique<Trainer>(*run->parts_, *run->outputs_);
-  log_run_start(parts, run->outputs_->console());
+  run->outputs_ = std::make_unique<RunOutputs>(run->context_, components.fingerprint_header(),
+                                               components.instruments, components.start.step);
+  run->trainer_ = std::make_unique<Trainer>(*run->components_, *run->outputs_);
+  log_run_start(components, run->outputs_->console());
   return run;
 }
 
@@ -46,7 +45,7 @@ TrainSummary Run::train() { return trainer_->train(); }
 
 std::vector<Instrument*> Run::instruments() const {
   std::vector<Instrument*> out;
-  for (const auto& i : parts_->instruments) out.push_back(i.get());
+  for (const auto& i : components_->instruments) out.push_back(i.get());
   return out;
 }
 

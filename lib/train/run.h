@@ -1,9 +1,9 @@
 // One training run, put together in the one order it depends on:
 //
 //   1. context   world, process group, determinism, device (train/run_context.h)
-//   2. parts     model, data, optimizer, activation checkpointing, the step engine, the
-//                instruments, checkpointing; the config's remaining checks (memory, vocabulary,
-//                dataset files); the start point (train/run_parts.h)
+//   2. components  data, model, optimizer, parallelism, checkpointer, step engine, instruments,
+//                each by its factory; the config's remaining checks (memory, vocabulary, dataset
+//                files); the start point (train/run_components.h)
 //   3. outputs   the run folder's lock, config.toml, metrics.jsonl, fingerprint.log, numerics.log,
 //                the instruments' folders
 //   4. trainer   the loop, at the start point
@@ -27,7 +27,7 @@ namespace titan {
 
 class RunOutputs;
 class Trainer;
-struct RunParts;
+struct RunComponents;
 
 class Run {
  public:
@@ -59,7 +59,7 @@ class Run {
 
   // Destroyed in reverse: the trainer first, the context last.
   RunContext context_;
-  std::unique_ptr<RunParts> parts_;
+  std::unique_ptr<RunComponents> components_;
   std::unique_ptr<RunOutputs> outputs_;
   std::unique_ptr<Trainer> trainer_;
 };

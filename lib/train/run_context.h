@@ -65,7 +65,7 @@ RunPlan plan_run(const Config& config, MachineCheck machine = MachineCheck::kThi
 // do not depend on the machine that trains (its device and memory are checked when the run
 // starts there): plan_run(kIntended) and the tokenizer. --print-config runs them, so that a
 // config it prints is one the job accepts. Writes no file, builds no process group.
-// (run_parts.cpp)
+// (run_components.cpp)
 void check_config_for_run(const Config& config);
 
 // "auto" -> cuda when available, else cpu; a CUDA device is the process's own among those it

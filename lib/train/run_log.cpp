@@ -17,20 +17,20 @@
 namespace titan {
 namespace {
 
-void log_data_parallel(const RunParts& parts, std::ostream& log) {
-  if (parts.context.process_group->size() <= 1) return;
-  const Config& config = parts.context.config;
+void log_data_parallel(const RunComponents& run, std::ostream& log) {
+  if (run.context.process_group->size() <= 1) return;
+  const Config& config = run.context.config;
   log << fmt::format(
       "[titan] data parallel: {} ranks over {} (replicate {}, shard {}): {}; every rank starts "
       "from parameters {:#018x}; timeouts {} s to step 1, {} s after\n",
-      parts.context.process_group->size(), parts.context.process_group->backend(),
-      parts.data_parallel.replicate, parts.data_parallel.shard, parts.parallel->describe(),
-      parts.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
+      run.context.process_group->size(), run.context.process_group->backend(),
+      run.data_parallel.replicate, run.data_parallel.shard, run.parallel->describe(),
+      run.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
 }
 
-void log_activation_checkpointing(const RunParts& parts, std::ostream& log) {
-  const auto& ac = parts.context.config.activation_checkpoint;
-  if (parts.checkpointed_blocks.empty()) {
+void log_activation_checkpointing(const RunComponents& run, std::ostream& log) {
+  const auto& ac = run.context.config.activation_checkpoint;
+  if (run.model.checkpointed.names.empty()) {
     log << "[titan] activation checkpointing: off\n";
     return;
   }
@@ -39,19 +39,19 @@ void log_activation_checkpointing(const RunParts& parts, std::ostream& log) {
       "determinism_check {}, debug {}\n",
       to_string(ac.mode), ac.mode == AcMode::kSelective ? " every " + ac.selective_ac_option : "",
       ac.preserve_rng_state, to_string(ac.determinism_check), ac.debug);
-  for (const auto& name : parts.checkpointed_blocks) {
+  for (const auto& name : run.model.checkpointed.names) {
     log << "[titan]   checkpointing " << name << "\n";
   }
 }
 
 // What job.print_config, model.print_after_conversion and optimizer.implementation ask to be
 // said at start.
-void log_requested(const RunParts& parts, std::ostream& log) {
-  const Config& config = parts.context.config;
+void log_requested(const RunComponents& run, std::ostream& log) {
+  const Config& config = run.context.config;
   if (config.job.print_config) log << "[titan] config (job.print_config):\n" << to_json(config);
   if (config.model.print_after_conversion) {
     log << "[titan] model (model.print_after_conversion; no converter runs here):\n";
-    for (const auto& item : parts.model->named_parameters()) {
+    for (const auto& item : run.model.model->named_parameters()) {
       const at::Tensor& t = item.value();
       log << fmt::format("[titan]   {} {}{}\n", item.key(), c10::toString(t.scalar_type()),
                          fmt::format("{}", fmt::join(t.sizes(), "x")));
@@ -61,12 +61,12 @@ void log_requested(const RunParts& parts, std::ostream& log) {
     log << fmt::format(
         "[titan] optimizer.implementation = {}: titan-train's AdamW ({}) computes "
         "the same bits for fused, foreach and for-loop\n",
-        to_string(config.optimizer.implementation), to_string(adamw_kernel_of(*parts.optimizer)));
+        to_string(config.optimizer.implementation), to_string(adamw_kernel_of(*run.optimizer)));
   }
 }
 
-void log_instruments(const RunParts& parts, std::ostream& log) {
-  for (const auto& instrument : parts.instruments) {
+void log_instruments(const RunComponents& run, std::ostream& log) {
+  for (const auto& instrument : run.instruments) {
     const std::string line = instrument->describe();
     if (!line.empty()) log << "[titan] " << line << "\n";
   }
@@ -74,12 +74,12 @@ void log_instruments(const RunParts& parts, std::ostream& log) {
 
 }  // namespace
 
-void log_run_start(const RunParts& parts, std::ostream& log) {
-  const RunContext& ctx = parts.context;
+void log_run_start(const RunComponents& run, std::ostream& log) {
+  const RunContext& ctx = run.context;
   const Config& config = ctx.config;
   const auto& t = config.training;
   const auto& d = ctx.determinism;
-  const ModelArgs& args = parts.args;
+  const ModelArgs& args = run.model.args;
   log << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config.model.name,
                      to_string(config.model.flavor), with_thousands(args.num_params()),
@@ -87,12 +87,12 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
   log << fmt::format(
       "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}, "
       "linear {}\n",
-      to_string(parts.kernels.attention), args.head_dim(), to_string(parts.kernels.swiglu),
-      to_string(parts.kernels.rms_norm), to_string(adamw_kernel_of(*parts.optimizer)),
-      linear_kernel_name(parts.kernels.linear));
+      to_string(run.model.kernels.attention), args.head_dim(), to_string(run.model.kernels.swiglu),
+      to_string(run.model.kernels.rms_norm), to_string(adamw_kernel_of(*run.optimizer)),
+      linear_kernel_name(run.model.kernels.linear));
   log << fmt::format("[titan] device {}, {} CPU threads, {}, seed {}{}\n", device_name(ctx.device),
                      d.cpu_threads,
-                     parts.engine->options().autocast_bf16 ? "bf16 autocast" : "float32", d.seed,
+                     run.engine->options().autocast_bf16 ? "bf16 autocast" : "float32", d.seed,
                      d.seed_was_drawn ? " (drawn: set debug.seed to repeat)" : "");
   for (const auto& warning : config_warnings(config)) {
     log << "[titan] warning: " << warning << "\n";
@@ -101,34 +101,34 @@ void log_run_start(const RunParts& parts, std::ostream& log) {
       d, fmt::format("{} {}", ctx.device.str(), hardware_name(ctx.device)));
   if (!malloc_tuning_summary().empty()) log << "[titan] " << malloc_tuning_summary() << "\n";
   if (!ctx.device.is_cuda()) log << "[titan] " << idle_threads_summary() << "\n";
-  for (const auto& note : parts.text.notes) log << "[titan] " << note << "\n";
-  log << fmt::format("[titan] data: {}\n", parts.source->describe());
-  log_data_parallel(parts, log);
+  for (const auto& note : run.data.text.notes) log << "[titan] " << note << "\n";
+  log << fmt::format("[titan] data: {}\n", run.data.source->describe());
+  log_data_parallel(run, log);
   log << fmt::format(
       "[titan] {} steps x {} tokens (local_batch_size {} x seq_len {} x {} micro-batches{}), "
       "warmup {} steps, peak lr {}\n",
-      t.steps, with_thousands(parts.plan.tokens_per_step), t.local_batch_size, t.seq_len,
-      parts.plan.micro_batches,
+      t.steps, with_thousands(run.plan.tokens_per_step), t.local_batch_size, t.seq_len,
+      run.plan.micro_batches,
       ctx.process_group->size() > 1 ? fmt::format(" x {} ranks", ctx.process_group->size())
                                     : std::string(),
-      parts.engine->schedule().warmup_steps(), config.optimizer.lr);
+      run.engine->schedule().warmup_steps(), config.optimizer.lr);
   log << fmt::format("[titan] {:.3g} FLOPs per token, peak {:.1f} GFLOP/s{}; outputs in {}\n",
-                     parts.token_flops, ctx.peak_flops / 1e9,
+                     run.model.token_flops, ctx.peak_flops / 1e9,
                      !ctx.device.is_cpu()            ? ""
                      : cpu_peak_flops_override() > 0 ? " (TITAN_CPU_PEAK_FLOPS)"
                                                      : " (measured sgemm)",
                      config.job.dump_folder);
-  log_activation_checkpointing(parts, log);
-  log_instruments(parts, log);
-  log_requested(parts, log);
-  for (const auto& note : parts.start.notes) log << "[titan] " << note << "\n";
+  log_activation_checkpointing(run, log);
+  log_instruments(run, log);
+  log_requested(run, log);
+  for (const auto& note : run.start.notes) log << "[titan] " << note << "\n";
   log.flush();
 }
 
-void log_run_end(const RunParts& parts, const TrainSummary& summary,
+void log_run_end(const RunComponents& run, const TrainSummary& summary,
                  const std::vector<std::string>& output_lines, const CostMeter& checksums,
                  std::ostream& log) {
-  const int64_t ranks = parts.context.process_group->size();
+  const int64_t ranks = run.context.process_group->size();
   if (summary.losses.empty()) {
     log << "[titan] done: no step completed\n";
     log.flush();
@@ -141,7 +141,7 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary,
           ? fmt::format(" per rank ({} in all)", with_thousands(std::llround(summary.mean_tps)))
           : std::string(),
       summary.losses.back());
-  for (const auto& line : parts.parallel->cost_lines(summary.steps, summary.seconds))
+  for (const auto& line : run.parallel->cost_lines(summary.steps, summary.seconds))
     log << "[titan] " << line << "\n";
   log << fmt::format("[titan] fingerprint checksums: {:.1f} ms in all, {:.2f}% of the run\n",
                      1e3 * checksums.seconds, checksums.percent_of(summary.seconds));
@@ -153,7 +153,7 @@ void log_run_end(const RunParts& parts, const TrainSummary& summary,
       user, sys, user + sys > 0 ? 100.0 * sys / (user + sys) : 0.0,
       std::llround(summary.minor_faults / static_cast<double>(summary.steps)));
   const RunTotals totals{summary.steps, summary.seconds};
-  for (const auto& instrument : parts.instruments) {
+  for (const auto& instrument : run.instruments) {
     const std::string line = instrument->cost_line(totals);
     if (!line.empty()) log << "[titan] " << line << "\n";
   }

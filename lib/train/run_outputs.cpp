@@ -140,7 +140,6 @@ std::vector<SummaryValue> tensorboard_scalars(const StepMetrics& m) {
 }  // namespace
 
 RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& header,
-                       NumericsTracer* tracer,
                        const std::vector<std::shared_ptr<Instrument>>& instruments,
                        int64_t resume_step)
     : context_(context) {
@@ -172,7 +171,7 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
   }
   fingerprint_ = std::make_unique<FingerprintLog>(folder.file(RunFile::kFingerprint, rank), header,
                                                   resume_step);
-  open_numerics_log(tracer, folder, resume_step, rank);
+  remove_stale_numerics_log(context.config.debug, folder.file(RunFile::kNumerics, rank));
 }
 
 void RunOutputs::log_step(const StepMetrics& m) {

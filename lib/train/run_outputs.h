@@ -14,6 +14,7 @@
 
 #include "instruments/instrument.h"
 #include "instruments/numerics_trace.h"
+#include "instruments/validation.h"
 #include "metrics/fingerprint.h"
 #include "metrics/metrics.h"
 #include "metrics/tensorboard.h"
@@ -33,12 +34,12 @@ class RunOutputs {
   // metrics.enable_tensorboard, rank 0 (every rank with save_for_all_ranks) opens a new event file
   // (see TensorBoardWriter) in the run folder rank 0 chose (choose_tensorboard_run_folder); each
   // instrument opens its outputs; rank 0 writes config.toml and opens metrics.jsonl; every rank
-  // opens its fingerprint.log (fingerprint.rank<N>.log) with `header`, and numerics.log for
-  // `tracer` (or removes a stale one; see open_numerics_log). A run resumed after `resume_step` > 0
-  // keeps the files' lines up to it; otherwise they are replaced. Throws RuntimeFailure when a file
-  // cannot be written. Requires: `context` outlives the outputs. The lock is held until
-  // destruction.
-  RunOutputs(const RunContext& context, const FingerprintHeader& header, NumericsTracer* tracer,
+  // opens its fingerprint.log (fingerprint.rank<N>.log) with `header`; without a numerics.log
+  // (the numerics trace opens its own) a stale one is removed (remove_stale_numerics_log). A run
+  // resumed after `resume_step` > 0 keeps the files' lines up to it; otherwise they are replaced.
+  // Throws RuntimeFailure when a file cannot be written. Requires: `context` outlives the outputs.
+  // The lock is held until destruction.
+  RunOutputs(const RunContext& context, const FingerprintHeader& header,
              const std::vector<std::shared_ptr<Instrument>>& instruments, int64_t resume_step);
 
   // This rank's console (silent for ranks LOG_RANK leaves out).

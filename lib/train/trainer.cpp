@@ -7,6 +7,8 @@
 #include <ostream>
 
 #include "distributed/process_group.h"
+#include "instruments/layer_norms.h"
+#include "instruments/validation.h"
 #include "train/rank_agreement.h"
 #include "train/run_log.h"
 #include "util/error.h"
@@ -14,20 +16,20 @@
 
 namespace titan {
 
-Trainer::Trainer(RunParts& parts, RunOutputs& outputs)
-    : ctx_(parts.context), config_(parts.context.config), parts_(parts), outputs_(outputs) {
-  engine().set_schedule_origin(parts_.start.schedule_origin);
-  if (parts_.start.state) {
-    engine().apply(*parts_.start.state);
-    for (const auto& instrument : parts_.instruments) {
-      const auto& saved = parts_.start.state->instruments;
+Trainer::Trainer(RunComponents& run, RunOutputs& outputs)
+    : ctx_(run.context), config_(run.context.config), run_(run), outputs_(outputs) {
+  engine().set_schedule_origin(run_.start.schedule_origin);
+  if (run_.start.state) {
+    engine().apply(*run_.start.state);
+    for (const auto& instrument : run_.instruments) {
+      const auto& saved = run_.start.state->instruments;
       auto it = saved.find(instrument->name());
       if (it != saved.end()) instrument->restore_checkpoint_state(it->second);
     }
   } else {
     // A model-only checkpoint: the data and generators start afresh.
     TrainState fresh = engine().state();
-    fresh.step = parts_.start.step;
+    fresh.step = run_.start.step;
     engine().apply(fresh);
   }
 }
@@ -45,7 +47,7 @@ StepOutcome Trainer::train_step() {
   StepContext context{step, batches, engine, outputs_.console()};
   std::vector<Instrument*> active;
   std::vector<StepObserver*> observers;
-  for (const auto& instrument : parts_.instruments) {
+  for (const auto& instrument : run_.instruments) {
     if (!instrument->wants_step(step)) continue;
     active.push_back(instrument.get());
     observers.push_back(instrument.get());
@@ -55,7 +57,8 @@ StepOutcome Trainer::train_step() {
   StepOutcome outcome = engine.execute(step, batches, observers, StepMode::kTrain, max_loss);
   engine.complete(step);
   for (Instrument* instrument : active) instrument->after_step(context, outcome);
-  outputs_.write_histograms(step, outcome.histograms);
+  if (const LayerNormsFound* norms = outcome.findings.find<LayerNormsFound>())
+    outputs_.write_histograms(step, norms->histograms);
   check_finite(outcome);
   write_fingerprint(outcome);
   return outcome;
@@ -88,16 +91,16 @@ void Trainer::log_step(const StepOutcome& r, double seconds, int64_t steps) {
   m.grad_norm = r.grad_norm;
   m.lr = r.lr;
   m.max_loss = r.max_loss;
-  m.layers = r.layers;
+  if (const LayerNormsFound* norms = r.findings.find<LayerNormsFound>()) m.layers = norms->parts;
   m.tokens_seen = engine().tokens_seen();
   auto memory = read_and_reset_peak_memory(ctx_.device);
   m.memory_gib = memory.peak_gib;
   m.memory_pct = memory.pct;
   // Per rank, as torchtitan's tps (and so MFU against one process's peak).
-  m.tps = static_cast<double>(steps * parts_.plan.tokens_per_step) / seconds /
+  m.tps = static_cast<double>(steps * run_.plan.tokens_per_step) / seconds /
           static_cast<double>(ctx_.process_group->size());
-  m.tflops = parts_.token_flops * m.tps / 1e12;
-  m.mfu_pct = ctx_.peak_flops > 0 ? 100.0 * parts_.token_flops * m.tps / ctx_.peak_flops : 0.0;
+  m.tflops = run_.model.token_flops * m.tps / 1e12;
+  m.mfu_pct = ctx_.peak_flops > 0 ? 100.0 * run_.model.token_flops * m.tps / ctx_.peak_flops : 0.0;
   m.step_time_s = seconds / static_cast<double>(steps);
   const CpuUsage now = cpu_usage();
   m.cpu_user_s = (now.user_s - cpu_at_last_log_.user_s) / static_cast<double>(steps);
@@ -112,8 +115,8 @@ bool Trainer::logs_step(int64_t step) const {
 }
 
 TrainState Trainer::checkpoint_state() const {
-  TrainState state = parts_.engine->state();
-  for (const auto& instrument : parts_.instruments) {
+  TrainState state = run_.engine->state();
+  for (const auto& instrument : run_.instruments) {
     std::string bytes = instrument->checkpoint_state();
     if (!bytes.empty()) state.instruments[instrument->name()] = std::move(bytes);
   }
@@ -129,7 +132,7 @@ TrainSummary Trainer::train() {
                        current_rss_bytes() / (1 << 30), peak_rss_bytes() / (1 << 30));
   }
   if (config_.checkpoint.create_seed_checkpoint) {
-    parts_.checkpointer->save_seed(checkpoint_state(), log);
+    run_.checkpointer->save_seed(checkpoint_state(), log);
     log << "[titan] created the seed checkpoint (checkpoint.create_seed_checkpoint); no step "
            "trained\n";
     log.flush();
@@ -142,7 +145,7 @@ TrainSummary Trainer::train() {
   auto last_log = start;
   int64_t steps_since_log = 0;
   while (engine().step() < config_.training.steps) {
-    if (parts_.checkpointer->stop_requested(
+    if (run_.checkpointer->stop_requested(
             engine().step(), [this] { return checkpoint_state(); }, log))
       break;
     const StepOutcome r = train_step();
@@ -154,9 +157,10 @@ TrainSummary Trainer::train() {
       last_log = SteadyClock::now();
       steps_since_log = 0;
     }
-    if (r.validation) outputs_.log_validation(r.step, *r.validation);
-    if (parts_.checkpointer->due(r.step)) {
-      parts_.checkpointer->save(checkpoint_state(), r.step == config_.training.steps, log);
+    if (const Validated* validated = r.findings.find<Validated>())
+      outputs_.log_validation(r.step, *validated);
+    if (run_.checkpointer->due(r.step)) {
+      run_.checkpointer->save(checkpoint_state(), r.step == config_.training.steps, log);
     }
   }
   // No rank leaves while another may still need it (rank 0 serves the store).
@@ -164,13 +168,13 @@ TrainSummary Trainer::train() {
   summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.seconds = seconds_since(start);
   summary.mean_tps =
-      static_cast<double>((engine().step() - first_step) * parts_.plan.tokens_per_step) /
+      static_cast<double>((engine().step() - first_step) * run_.plan.tokens_per_step) /
       summary.seconds;
   const CpuUsage end = cpu_usage();
   summary.cpu_user_s = end.user_s - usage_start.user_s;
   summary.cpu_system_s = end.system_s - usage_start.system_s;
   summary.minor_faults = end.minor_faults - usage_start.minor_faults;
-  log_run_end(parts_, summary, outputs_.cost_lines(summary.seconds), checksums_, log);
+  log_run_end(run_, summary, outputs_.cost_lines(summary.seconds), checksums_, log);
   return summary;
 }
 

@@ -1,4 +1,4 @@
-// The training loop over a run's parts (train/run_parts.h): the step engine's steps until
+// The training loop over a run's components (train/run_components.h): the step engine's steps until
 // training.steps, the instruments called around each step, checkpoints saved at their points, and
 // every step written to the run's outputs. Run::open (train/run.h) puts a run together; nothing
 // else constructs a Trainer.
@@ -10,8 +10,8 @@
 #include "instruments/instrument.h"
 #include "metrics/device_stats.h"
 #include "step/step_engine.h"
+#include "train/run_components.h"
 #include "train/run_outputs.h"
-#include "train/run_parts.h"
 #include "train/summary.h"
 #include "util/stopwatch.h"
 
@@ -19,9 +19,9 @@ namespace titan {
 
 class Trainer {
  public:
-  // Applies the parts' start point. Writes nothing. Requires: `parts` and `outputs` outlive the
-  // Trainer.
-  Trainer(RunParts& parts, RunOutputs& outputs);
+  // Applies the components' start point. Writes nothing. Requires: `run` and `outputs` outlive
+  // the Trainer.
+  Trainer(RunComponents& run, RunOutputs& outputs);
 
   // Runs the remaining steps, saving checkpoints when enabled (every checkpoint.interval steps
   // and at the last). SIGTERM or SIGINT: with checkpoints, the current step ends, a checkpoint is
@@ -34,7 +34,7 @@ class Trainer {
   // One optimizer step with its instruments, and its fingerprint.log line.
   StepOutcome train_step();
 
-  StepEngine& engine() { return *parts_.engine; }
+  StepEngine& engine() { return *run_.engine; }
 
   // What a checkpoint saves of this rank besides the tensors: the engine's train state and the
   // instruments' positions.
@@ -51,7 +51,7 @@ class Trainer {
 
   const RunContext& ctx_;
   const Config& config_;  // ctx_.config
-  RunParts& parts_;
+  RunComponents& run_;
   RunOutputs& outputs_;
   bool train_timeout_adopted_ = false;
   CostMeter checksums_;       // fingerprint.log's parameter checksums
