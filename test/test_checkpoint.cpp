@@ -146,14 +146,16 @@ TEST_CASE("checkpoint: a second SIGTERM aborts the save, keeps the previous chec
 
 TEST_CASE("checkpoint: kill -9 at 12 moments never breaks the latest checkpoint or the files",
           "[checkpoint]") {
-  auto straight = straight_run("ckpt_kill_straight", 2000, "");
+  // 1000 steps: the 12 tries train at most 12 x 450 ms of them (about 7 ms a step with a save
+  // every 3), so the run cannot finish before its last kill.
+  auto straight = straight_run("ckpt_kill_straight", 1000, "");
   auto dir = test::temp_dir("ckpt_kill");
   const std::string flags =
-      test::tiny_run(dir, 2000,
+      test::tiny_run(dir, 1000,
                      "--checkpoint.enable --checkpoint.last_save_model_only false "
                      "--checkpoint.interval 3 --checkpoint.keep_latest_k 2");
   std::mt19937 rng(2026);  // fixed delays: the same moments on the same machine
-  std::uniform_int_distribution<int> delay_ms(0, 900);
+  std::uniform_int_distribution<int> delay_ms(0, 450);  // over some 20 save cycles
   // 12 kills of a run that has a checkpoint to lose: each waits until the folder holds a
   // checkpoint (at once after the first), then kills after a delay, so a slow start-up under
   // load cannot use up the tries.

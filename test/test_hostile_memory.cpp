@@ -23,7 +23,7 @@ namespace {
 // The smallest address-space limit (KiB, to 25 MB) under which the binary loads at all: below
 // it the dynamic loader fails before titan-train runs (not ours to word). A CUDA libtorch maps
 // gigabytes, so the bound is searched, not assumed.
-int64_t smallest_limit_that_loads() {
+int64_t search_smallest_limit_that_loads() {
   auto loads = [](int64_t kib) {
     return test::run_shell(fmt::format("ulimit -v {}; timeout 20 {} --version >/dev/null 2>&1", kib,
                                        test::binary()))
@@ -37,6 +37,12 @@ int64_t smallest_limit_that_loads() {
     (loads(mid) ? high : low) = mid;
   }
   return high;
+}
+
+// Searched once per process (about ten launches): both sweeps below start from it.
+int64_t smallest_limit_that_loads() {
+  static const int64_t smallest = search_smallest_limit_that_loads();
+  return smallest;
 }
 
 // Text that only a library (not titan-train) prints when an allocation fails.
@@ -119,9 +125,9 @@ TEST_CASE(
   const auto dir = test::temp_dir("hostile_oom_sweep");
   int out_of_memory = 0, trained = 0, trained_in_a_row = 0;
   std::ostringstream seen;
-  // Up from the smallest limit that loads, until two limits in a row train: above those, every
-  // limit trains too (the allocations are the same), so the sweep stops there.
-  for (int64_t kib = loads; kib <= loads + 4000000 && trained_in_a_row < 2; kib += 125000) {
+  // Up from the smallest limit that loads, in steps of 250 MB, until two limits in a row train:
+  // above those, every limit trains too (the allocations are the same), so the sweep stops there.
+  for (int64_t kib = loads; kib <= loads + 4000000 && trained_in_a_row < 2; kib += 250000) {
     const auto r = test::run_shell(fmt::format(
         "ulimit -v {}; timeout 60 {} --config {}/configs/debug_model.toml --training.seq_len 512 "
         "--training.local_batch_size 2 --training.steps 1 --debug.precision_steps 1 "

@@ -61,7 +61,7 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
   void step_starting(const StepRequest& request) override;
   void gradients_ready(const StepRequest& request) override;
   // The op-level record of an execution recorded for the rerun check (op_steps, or
-  // trace_next_execution) goes into outcome.numerics.
+  // trace_next_execution) goes into the outcome as a NumericsStep finding.
   void step_finished(const StepRequest& request, StepOutcome& outcome) override;
   std::string describe() const override;  // "" when numerics.log is not written
   // Opens numerics.log when the level writes it (see open).
