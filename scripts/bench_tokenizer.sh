@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tokens per second of titan's tokenizer beside Hugging Face tokenizers (Rust core, Node binding)
 # and OpenAI's tiktoken (WASM), single-threaded (each process pinned to one CPU), on the test
-# corpus (test/oracles/make_corpus.js, ~6 MB with every hard case), with Llama 3's vocabulary:
+# corpus (test/oracles/make_corpus.js, ~3 MB with every hard case), with Llama 3's vocabulary:
 #   titan json      titan, Llama 3 tokenizer.json          vs  hf   (the same file)
 #   titan rank      titan, Llama 3 tiktoken rank file      vs  tiktoken (the same ranks and regex)
 # ROUNDS rounds (default 5) run the four in turn (interleaved, so load on the shared machine hits

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does tokenizing slow training? The CPU debug model (seq_len 512, 4 sequences a step, AC off)
-# trains STEPS steps (default 12, 2 of them warm-up) on the tokenizer oracles' corpus (6 MB of
+# trains STEPS steps (default 12, 2 of them warm-up) on the tokenizer oracles' corpus (3 MB of
 # hard cases, test/oracles) two ways, in ROUNDS (default 3) interleaved rounds:
 #   text     training.dataset text, tokenized as it is read by the oracles' "mix" tokenizer.json
 #            (a BPE of 1,506 tokens: the debug model's vocabulary is 2,048)

@@ -1,15 +1,19 @@
-// Fuzzing the JSONL reader: random and mutated lines never crash it and every failure is a
-// JsonSyntaxError with a column inside the line; random valid objects decode to their text.
+// Fuzzing the JSON reader: random and mutated JSONL lines never crash it and every failure is a
+// JsonSyntaxError with a column inside the line; random valid objects decode to their text; the
+// documents it builds for tokenizer files are nlohmann's parser's, on the same random inputs.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "catch_torch.h"
 #include "data/sources.h"
+#include "tokenizer/json_document.h"
 #include "util/json_cursor.h"
 #include "util/strings.h"
 #include "util/utf8.h"
@@ -289,4 +293,90 @@ TEST_CASE("json: json_quoted text reads back unchanged, every ASCII byte and UTF
     CHECK(back == text);
   }
   CHECK(json_quoted("a\"b\\c\n\x1f") == "\"a\\\"b\\\\c\\u000a\\u001f\"");
+}
+
+namespace {
+
+// The deepest bracket nesting of `text` (strings not skipped: an upper bound).
+size_t bracket_depth(const std::string& text) {
+  size_t depth = 0, deepest = 0;
+  for (char c : text) {
+    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    if ((c == ']' || c == '}') && depth > 0) --depth;
+  }
+  return deepest;
+}
+
+// Whether the tokenizer files' reader and nlohmann's own parser agree on `text`: both refuse it,
+// or both read the same document (compared as text, so that 1 and 1.0 differ).
+// Returns whether they read it.
+bool require_same_document(const std::string& text) {
+  std::optional<nlohmann::json> ours, theirs;
+  try {
+    ours = parse_json_document<nlohmann::json>(text);
+  } catch (const JsonSyntaxError& e) {
+    REQUIRE(e.column() >= 1);
+    REQUIRE(e.column() <= text.size() + 1);
+  }
+  INFO(printable(text));
+  if (text.find('\0') != std::string::npos) {
+    // nlohmann's parser takes a NUL byte for the end of its input; JSON (and serde_json, Hugging
+    // Face's reader) has no raw NUL, in a string or out.
+    REQUIRE_FALSE(ours);
+    return false;
+  }
+  try {
+    theirs = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+  }
+  REQUIRE(ours.has_value() == theirs.has_value());
+  if (ours) REQUIRE(ours->dump() == theirs->dump());
+  return ours.has_value();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "json: the tokenizer files' documents read as nlohmann's parser reads them, or both refuse",
+    "[tokenizer][fuzz]") {
+  Rng rng(20261207);
+  int accepted = 0, total = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string valid = random_value(rng, 0);
+    // nlohmann skips a leading byte-order mark; serde_json (Hugging Face's reader) and this
+    // reader refuse it. Deeper nesting than the files' bound never reaches the reader.
+    for (const std::string& text : {valid, mutate(rng, valid), random_bytes(rng)}) {
+      if (text.rfind("\xEF\xBB\xBF", 0) == 0 || bracket_depth(text) > 64) continue;
+      accepted += require_same_document(text);
+      ++total;
+    }
+  }
+  for (const char* text :
+       {"18446744073709551615", "18446744073709551616", "-9223372036854775808",
+        "-9223372036854775809", "[1e400]", "-0", "0.0", "1E+2", "{\"a\": 1, \"a\": 2}",
+        "\"\\u0000\"", "\"\\ud83d\\ude00\"", "\"\xc3\x28\"", "{\"\xff\": 1}", " [ ] ", "1 2"}) {
+    require_same_document(text);
+  }
+  CHECK(total > 8000);
+  CHECK(accepted > 3000);          // every valid document, and some mutated ones
+  CHECK(accepted < total - 3000);  // while most mutations and random bytes are refused
+}
+
+TEST_CASE("json: a tokenizer file's malformed document is named by line and column",
+          "[tokenizer]") {
+  const auto error_of = [](const std::string& text) {
+    try {
+      (void)parse_json_document<nlohmann::ordered_json>(text);
+    } catch (const JsonSyntaxError& e) {
+      return std::make_pair(e.column(), std::string(e.what()));
+    }
+    return std::make_pair(size_t(0), std::string());
+  };
+  CHECK(error_of("{\"a\": [1, 2,]}") ==
+        std::make_pair(size_t(13), std::string("column 13: trailing comma")));
+  CHECK(error_of("{\"a\": \"\xc3\x28\"}").first == 7);  // the string's quote
+  CHECK(error_of("[1] x").second == "column 5: trailing characters after the document");
+  // Member order is the file's (torchtitan adds added_tokens_decoder entries in file order).
+  const auto doc = parse_json_document<nlohmann::ordered_json>("{\"z\": 1, \"a\": 2, \"z\": 3}");
+  CHECK(doc.dump() == "{\"z\":3,\"a\":2}");
 }

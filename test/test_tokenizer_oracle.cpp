@@ -1,5 +1,5 @@
 // titan's tokenizer against the references, on the whole generated corpus (test/oracles: about
-// 6 MB with every hard case, see make_corpus.js): Hugging Face tokenizers for tokenizer.json and
+// 3 MB with every hard case, see make_corpus.js): Hugging Face tokenizers for tokenizer.json and
 // torchtitan's vocab-file fallback, tiktoken for a rank file. The oracle data is built once per
 // build folder by test/oracles/run_oracles.sh (node and the npm packages of test/oracles); without
 // them the tests are skipped and say why.

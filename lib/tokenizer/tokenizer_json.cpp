@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/json_document.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_loader.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/json_cursor.h"
 
 namespace titan {
 namespace {
@@ -156,12 +158,12 @@ std::string read_json_text(const std::string& path, uint64_t max_bytes) {
 template <typename J>
 J parse_json(const std::string& text, const std::string& path) {
   try {
-    return J::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    return parse_json_document<J>(text);
+  } catch (const JsonSyntaxError& e) {
     std::string what = e.what();
-    const size_t colon = what.rfind(": ");  // the library's reason, after its own prefix
-    what = colon == std::string::npos ? "malformed JSON" : what.substr(colon + 2);
-    throw ConfigError(fmt::format("{}:{}", path, line_column(text, e.byte > 0 ? e.byte - 1 : 0)),
+    const size_t colon = what.find(": ");  // the reason, after "column C"
+    what = colon == std::string::npos ? what : what.substr(colon + 2);
+    throw ConfigError(fmt::format("{}:{}", path, line_column(text, e.column() - 1)),
                       "malformed JSON (" + what + ")", "the file must be valid JSON in UTF-8");
   }
 }

@@ -289,6 +289,14 @@ double JsonCursor::real() {
   return value;
 }
 
+std::string JsonCursor::number_text() {
+  const char c = peek();
+  if (c != '-' && !is_digit(c)) fail("expected a number, found " + describe(c));
+  const size_t start = i_;
+  number();
+  return s_.substr(start, i_ - start);
+}
+
 bool JsonCursor::boolean() {
   const char c = peek();
   if (c == 't') {

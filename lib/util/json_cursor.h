@@ -49,12 +49,16 @@ class JsonCursor {
   // Any JSON number, as the nearest double (strtod of its text). Refuses one out of double's
   // range rather than returning infinity.
   double real();
+  // Any JSON number, as its text (for a reader that keeps integers apart from fractions).
+  std::string number_text();
   // true or false.
   bool boolean();
   // Consumes a null and returns true when the next value is one; otherwise consumes nothing.
   bool null();
 
   [[noreturn]] void fail(const std::string& what) { throw JsonSyntaxError(what, i_ + 1); }
+  // The byte offset of the next character to read.
+  size_t offset() const { return i_; }
 
  private:
   static std::string describe(char c);
