@@ -36,11 +36,12 @@ void find_start(RunComponents& run) {
                        hash_combine(run.initial_checksum, run.checkpointer->loaded_checksum()), 0);
 }
 
-std::unique_ptr<StepEngine> make_step_engine(RunComponents& run, const StepOptions& options) {
+std::unique_ptr<StepEngine> make_step_engine(RunComponents& run, std::vector<at::Tensor> params,
+                                             const StepOptions& options) {
   const Config& config = run.context.config;
   StepTarget target;
   target.model = run.model.model;
-  target.params = run.model.model->parameters();
+  target.params = std::move(params);
   target.optimizer = &run.parallel->optimizer();
   target.parallel = run.parallel.get();
   return std::make_unique<StepEngine>(target, run.parallel->optimizer(), options, *run.data.batches,
@@ -85,11 +86,11 @@ std::unique_ptr<RunComponents> build_run_components(const RunContext& context) {
   const ModelArgs args = model_args_for(config);
   check_memory(args, config, run->plan.micro_batches, context.device,
                run->data_parallel.state_shards());
+  const StepOptions options = step_options_for(context);
   run->data = make_training_data(context, args, run->plan);
-  run->model = build_run_model(context, args, run->data_parallel);
+  run->model = build_run_model(context, args, run->data_parallel, options);
   std::vector<at::Tensor> params = run->model.model->parameters();
   run->optimizer = build_optimizer(params, config.optimizer);
-  const StepOptions options = step_options_for(context);
   run->parallel =
       make_data_parallel(DataParallelSetup{config, run->data_parallel, group, run->model.model,
                                            params, *run->optimizer, options.autocast_bf16});
@@ -98,7 +99,7 @@ std::unique_ptr<RunComponents> build_run_components(const RunContext& context) {
       std::make_unique<Checkpointer>(config, group, run->model.model, *run->optimizer,
                                      *run->data.batches, run->parallel->checkpoint_layout());
   find_start(*run);
-  run->engine = make_step_engine(*run, options);
+  run->engine = make_step_engine(*run, std::move(params), options);
   run->instruments = make_run_instruments(*run, options);
   return run;
 }

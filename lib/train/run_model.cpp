@@ -26,15 +26,15 @@ StepOptions step_options_for(const RunContext& context) {
 }
 
 RunModel build_run_model(const RunContext& context, const ModelArgs& args,
-                         const DataParallelPlan& plan) {
+                         const DataParallelPlan& plan, const StepOptions& options) {
   const Config& config = context.config;
   RunModel built;
   built.args = args;
   built.model = Transformer(args, plan.param_memory(context.device));
   built.model->to(context.device);
   built.model->train();
-  const bool bf16 = step_options_for(context).autocast_bf16;
-  built.kernels = model_kernels(args, context.device, bf16 ? at::kBFloat16 : at::kFloat);
+  built.kernels =
+      model_kernels(args, context.device, options.autocast_bf16 ? at::kBFloat16 : at::kFloat);
   built.checkpointed =
       ac::apply_activation_checkpointing(built.model, config.activation_checkpoint,
                                          RunFolder(config).subfolder(RunSubfolder::kAcDebug));

@@ -30,10 +30,10 @@ ModelArgs model_args_for(const Config& config);
 // How a context's steps compute (device, autocast, clipping, ranks, batch invariance).
 StepOptions step_options_for(const RunContext& context);
 
-// `args`' model on the context's device, in training mode, with its kernels chosen and
-// [activation_checkpoint] applied; its parameters hold memory as `plan` says, and no values yet
-// when they do not. Writes nothing.
+// `args`' model on the context's device, in training mode, with the kernels for `options`' steps
+// and [activation_checkpoint] applied; its parameters hold memory as `plan` says, and no values
+// yet when they do not. Writes nothing.
 RunModel build_run_model(const RunContext& context, const ModelArgs& args,
-                         const DataParallelPlan& plan);
+                         const DataParallelPlan& plan, const StepOptions& options);
 
 }  // namespace titan
