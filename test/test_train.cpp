@@ -115,6 +115,9 @@ TEST_CASE(
   INFO(given.output);
   CHECK(given.exit_code == 0);
   CHECK_THAT(given.output, Catch::Contains("peak 250.0 GFLOP/s (TITAN_CPU_PEAK_FLOPS)"));
+  // The measurement draws nothing from the seeded generator: the same bits either way.
+  CHECK(test::fingerprint_step_lines(dir + "/measured/fingerprint.log") ==
+        test::fingerprint_step_lines(dir + "/out/fingerprint.log"));
   for (const std::string bad : {"fast", "-1", "0", "1e999", "2e11x"}) {
     const auto r =
         test::run_titan_env("TITAN_CPU_PEAK_FLOPS=" + bad, test::tiny_run(dir + "/bad", 1));

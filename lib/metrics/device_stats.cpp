@@ -31,7 +31,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 double measure_cpu_matmul_flops() {
   const int64_t n = 1024;
-  auto a = at::randn({n, n}), b = at::randn({n, n});
+  // Constant operands: an sgemm's time does not depend on the values, and drawing them would move
+  // the run's seeded generator before the model's initialization (different bits with
+  // TITAN_CPU_PEAK_FLOPS set or not).
+  auto a = at::full({n, n}, 1.0F / static_cast<float>(n)), b = at::full({n, n}, 0.5F);
   // On the library the linear layers run on (debug.cpu_linear), so that MFU compares like with
   // like.
   const bool onednn = linear_backend() == LinearBackend::kOnednn && onednn_library().loaded;
