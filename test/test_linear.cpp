@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -93,6 +94,7 @@ TEST_CASE(
     const at::Tensor aten_got[] = {aten.y, aten.dx, aten.dw};
     const at::Tensor onednn_got[] = {onednn.y, onednn.dx, onednn.dw};
     const char* names[] = {"y", "dx", "dw"};
+    const int64_t summed[] = {in, shape.out, x64.size(0)};  // the length of each dot product
     for (int i = 0; i < 3; ++i) {
       INFO(names[i]);
       REQUIRE(onednn_got[i].sizes() == want[i].sizes());
@@ -100,7 +102,11 @@ TEST_CASE(
       const double aten_error = max_abs(aten_got[i], want[i]) / scale;
       const double onednn_error = max_abs(onednn_got[i], want[i]) / scale;
       INFO("relative error: ATen " << aten_error << ", oneDNN " << onednn_error);
-      CHECK(onednn_error <= 2 * aten_error + 1e-7);
+      // Within twice ATen's error, or within a float32 sum's typical rounding (sqrt(n) units in
+      // the last place): which of two blockings lands nearer float64 on one matrix is chance
+      // (oneDNN's AVX-512 kernel sums dx's 2048 terms in another order than OpenBLAS).
+      const double typical_rounding = std::sqrt(static_cast<double>(summed[i])) * 0x1p-24;
+      CHECK(onednn_error <= std::max(2 * aten_error, typical_rounding));
       CHECK(onednn_error < 1e-5);
     }
   }

@@ -2,25 +2,42 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/stopwatch.h"
 
 namespace titan {
 
-// The L2 norm of each group: each tensor's in its own dtype (a float32 reduction is accurate to
-// about 1e-7 relative; converting to float64 first would copy every tensor), combined in float64
-// on the host. All norms come to the host in one copy: one synchronization a call instead of
-// one a tensor, which on a GPU cost more than the norms. Under FSDP each tensor is a piece, and
-// the squares are summed over the ranks before the host copy.
+namespace {
+// The sum of t's squares, accumulated in float64 a slice of 2^22 values at a time (a slice's copy
+// in float64 stays small beside a large embedding). In float32 a sum's last bits depend on how the
+// tensor is split: FSDP's row pieces and replication's whole tensors would print different
+// norms; float64's rounding lies far below the digits any report shows.
+at::Tensor sum_of_squares(const at::Tensor& t) {
+  constexpr int64_t kSlice = int64_t{1} << 22;
+  at::Tensor flat = t.detach().reshape({-1});
+  at::Tensor sum = at::zeros({}, t.options().dtype(at::kDouble));
+  for (int64_t start = 0; start < flat.numel(); start += kSlice) {
+    at::Tensor slice = flat.slice(0, start, std::min(start + kSlice, flat.numel()));
+    sum += at::linalg_vector_norm(slice, 2, c10::nullopt, false, at::kDouble).square();
+  }
+  return sum;
+}
+}  // namespace
+
+// The L2 norm of each group, combined in float64 on the host. All sums come to the host in one
+// copy: one synchronization a call instead of one a tensor, which on a GPU cost more than the
+// norms. Under FSDP each tensor is a piece, and the squares are summed over the ranks before the
+// host copy.
 std::vector<double> LayerNorms::l2_norms(const std::vector<std::vector<at::Tensor>>& groups) const {
-  std::vector<at::Tensor> norms;
+  std::vector<at::Tensor> sums;
   for (const auto& group : groups) {
     for (const auto& t : group) {
-      if (t.defined()) norms.push_back(at::linalg_vector_norm(t.detach(), 2).to(at::kDouble));
+      if (t.defined()) sums.push_back(sum_of_squares(t));
     }
   }
-  at::Tensor squares = norms.empty() ? at::Tensor() : at::stack(norms).square_();
+  at::Tensor squares = sums.empty() ? at::Tensor() : at::stack(sums);
   if (sum_over_ && squares.defined()) sum_over_->all_reduce_sum(squares, "the per-layer norms");
   const at::Tensor host = squares.defined() ? squares.cpu() : at::Tensor();
   const double* square = squares.defined() ? host.data_ptr<double>() : nullptr;
