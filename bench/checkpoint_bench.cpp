@@ -18,7 +18,8 @@
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/model_checkpoint.h"
 #include "config/enums.h"
-#include "model/llama.h"
+#include "model/model.h"
+#include "models/registry.h"
 
 using namespace titan;
 
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   const std::string folder = argv[2];
   const int rounds = std::stoi(argv[3]);
   torch::NoGradGuard no_grad;
-  Transformer model(model_args_for_flavor(*flavor));
+  Model model = build_model(model_args_for_flavor(*flavor));
   model->init_weights();
   CheckpointContents contents;
   contents.model_only = true;

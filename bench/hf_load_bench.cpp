@@ -19,7 +19,8 @@
 #include "checkpoint/hf_llama.h"
 #include "checkpoint/model_checkpoint.h"
 #include "config/enums.h"
-#include "model/llama.h"
+#include "model/model.h"
+#include "models/registry.h"
 #include "util/error.h"
 
 using namespace titan;
@@ -75,7 +76,7 @@ int run(const std::vector<std::string>& a) {
   ModelArgs sized = args;
   sized.max_seq_len = seq;
   const auto built = std::chrono::steady_clock::now();
-  Transformer model(sized);
+  Model model = build_model(sized);
   load_parameters(*model, tensors);
   tensors.clear();
   fmt::print("model {:.2f} s\n", seconds_since(built));

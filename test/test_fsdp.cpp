@@ -17,7 +17,7 @@
 #include "analysis/fingerprint_reader.h"
 #include "catch_torch.h"
 #include "config/config.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 #include "parallel/data_parallel_plan.h"
 #include "parallel/fully_sharded_model.h"
 #include "parallel/split_checksum.h"

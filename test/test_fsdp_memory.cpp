@@ -11,7 +11,7 @@
 
 #include "catch_torch.h"
 #include "config/config.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
 #include "step/step.h"

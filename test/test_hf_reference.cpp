@@ -15,8 +15,8 @@
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
 #include "checkpoint/model_checkpoint.h"
+#include "llama3/transformer.h"
 #include "metrics/numerics_log.h"
-#include "model/llama.h"
 #include "reference_state.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 #include "catch_torch.h"
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 #include "test_util.h"
 #include "util/error.h"
 #include "util/files.h"

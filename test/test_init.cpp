@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "catch_torch.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 
 using namespace titan;
 

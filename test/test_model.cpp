@@ -6,11 +6,12 @@
 #include <cmath>
 
 #include "catch_torch.h"
+#include "llama3/transformer.h"
 #include "model/attention_kernels.h"
 #include "model/causal_attention.h"
-#include "model/llama.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
+#include "models/registry.h"
 #include "test_util.h"
 #include "util/blas_threads.h"
 
@@ -29,6 +30,38 @@ TEST_CASE("model: debugmodel has 6,163,712 parameters", "[model]") {
   CHECK(model->named_parameters().contains("layers.0.feed_forward.w3.weight"));
   CHECK(model->named_parameters().contains("norm.weight"));
   CHECK(model->named_parameters().contains("output.weight"));
+}
+
+TEST_CASE(
+    "model: the registry builds model.name's family, its units hold every parameter once, in "
+    "order, and a family not registered is refused naming those that are",
+    "[model]") {
+  ModelArgs args = test::tiny_model_args();
+  CHECK(model_families() == std::vector<std::string>{"llama3"});
+  torch::manual_seed(3);
+  Model built = build_model(args);
+  torch::manual_seed(3);
+  Transformer direct(args);
+  REQUIRE(dynamic_cast<TransformerImpl*>(built.get()) != nullptr);
+  const auto a = built->named_parameters(), b = direct->named_parameters();
+  REQUIRE(a.keys() == b.keys());
+  for (const auto& key : a.keys()) CHECK(at::equal(a[key], b[key]));
+  // embedding, blocks, head: the order FSDP shards and checkpoints count on
+  std::vector<at::Tensor> units = built->unit_parameters(ParamUnit::kEmbedding, -1);
+  for (int64_t layer = 0; layer < built->n_blocks(); ++layer) {
+    for (const auto& p : built->unit_parameters(ParamUnit::kBlock, layer)) units.push_back(p);
+  }
+  for (const auto& p : built->unit_parameters(ParamUnit::kHead, -1)) units.push_back(p);
+  const auto params = built->parameters();
+  REQUIRE(units.size() == params.size());
+  for (size_t i = 0; i < params.size(); ++i) CHECK(units[i].is_same(params[i]));
+  args.family = "qwen9";
+  try {
+    build_model(args);
+    FAIL("an unregistered family was built");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()) == "no model family \"qwen9\" (registered: llama3)");
+  }
 }
 
 TEST_CASE("model: flavor shapes match Llama 3", "[model]") {

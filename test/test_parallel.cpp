@@ -12,7 +12,7 @@
 #include "catch_torch.h"
 #include "config/config.h"
 #include "distributed/shard_layout.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
 #include "step/step.h"

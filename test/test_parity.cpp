@@ -19,7 +19,7 @@
 
 #include "ac/apply.h"
 #include "catch_torch.h"
-#include "model/llama.h"
+#include "llama3/transformer.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "reference_state.h"

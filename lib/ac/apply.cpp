@@ -13,7 +13,7 @@ std::vector<int64_t> checkpointed_layers(const ActivationCheckpointConfig& confi
   return layers;
 }
 
-CheckpointedBlocks apply_activation_checkpointing(Transformer& model,
+CheckpointedBlocks apply_activation_checkpointing(Model model,
                                                   const ActivationCheckpointConfig& config,
                                                   const std::string& debug_dir) {
   CheckpointedBlocks blocks;

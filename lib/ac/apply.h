@@ -1,4 +1,4 @@
-// Applying [activation_checkpoint] to a Transformer: which blocks are wrapped, and how.
+// Applying [activation_checkpoint] to a Model: which blocks are wrapped, and how.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 
 #include "ac/recompute.h"
 #include "config/config.h"
-#include "model/llama.h"
+#include "model/model.h"
 
 namespace titan::ac {
 
@@ -28,7 +28,7 @@ struct CheckpointedBlocks {
 
 // Routes the chosen blocks of `model` through run_recomputed() with the config's options, debug
 // traces going to `debug_dir`.
-CheckpointedBlocks apply_activation_checkpointing(Transformer& model,
+CheckpointedBlocks apply_activation_checkpointing(Model model,
                                                   const ActivationCheckpointConfig& config,
                                                   const std::string& debug_dir = "");
 

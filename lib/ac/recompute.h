@@ -20,7 +20,7 @@
 
 #include "ac/op_trace.h"
 #include "config/enums.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "util/error.h"
 
 namespace titan::ac {

@@ -70,7 +70,7 @@ struct ParameterShape {
   std::vector<int64_t> sizes;
 };
 
-// The parameters the model `args` builds, in module order (Transformer's named_parameters),
+// The parameters the model `args` builds, in module order (Model's named_parameters),
 // with their shapes, computed without building the model.
 std::vector<ParameterShape> llama_parameter_shapes(const ModelArgs& args);
 

@@ -28,7 +28,7 @@ std::shared_ptr<Instrument> make_validation(const InstrumentSetup& s) {
 
 // The numerics tracer, connected to what it observes; null when nothing needs it.
 std::shared_ptr<NumericsTracer> make_tracer(const InstrumentSetup& s) {
-  Transformer model = s.model;
+  Model model = s.model;
   auto tracer = make_numerics_tracer(s.config.debug, model,
                                      s.folder.file(RunFile::kNumerics, s.group->rank()));
   if (!tracer) return nullptr;

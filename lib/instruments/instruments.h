@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "config/run_folder.h"
 #include "instruments/instrument.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "model/model_args.h"
 #include "parallel/data_parallel.h"
 #include "step/step.h"
@@ -27,7 +27,7 @@ struct InstrumentSetup {
   RunFolder folder;
   ModelArgs args;
   StepOptions step_options;
-  Transformer model{nullptr};
+  Model model{nullptr};
   // How the ranks hold the model (instruments read this rank's pieces of it, and the numerics
   // trace the gradients it gathers); outlives them.
   DataParallel* parallel = nullptr;

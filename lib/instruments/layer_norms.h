@@ -18,7 +18,7 @@
 #include "instruments/instrument.h"
 #include "metrics/metrics.h"
 #include "metrics/tfevents.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
 #include "util/stopwatch.h"

@@ -83,7 +83,7 @@ void NumericsTracer::open(const std::string& path, int64_t resume_step) {
 
 NumericsTracer::~NumericsTracer() = default;
 
-void NumericsTracer::attach(Transformer& model) {
+void NumericsTracer::attach(Model& model) {
   params_.clear();
   for (const auto& item : model->named_parameters()) params_.emplace_back(item.key(), item.value());
   std::reverse(params_.begin(), params_.end());
@@ -169,7 +169,7 @@ std::optional<NumericsStep> NumericsTracer::end_step() {
   return std::move(record_);
 }
 
-std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model,
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Model& model,
                                                      const std::string& log_path) {
   if (debug.numerics_trace == NumericsTrace::kNone && !rerun_armed(debug)) return nullptr;
   auto tracer = std::make_shared<NumericsTracer>(

@@ -29,7 +29,7 @@
 #include "config/run_folder.h"
 #include "instruments/instrument.h"
 #include "metrics/numerics_log.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "util/files.h"
 
 namespace titan {
@@ -72,7 +72,7 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
   void trace_next_execution() { trace_next_ = true; }
 
   // Observes `model`'s forwards and remembers its parameters for the gradients.
-  void attach(Transformer& model);
+  void attach(Model& model);
   // FSDP: the parameters hold no gradient after the backward, so `source` hands the full
   // gradients to record_gradients instead, in backward order (it is collective: every rank
   // records the same steps). Null: the parameters' own.
@@ -130,7 +130,7 @@ class NumericsTracer : public Instrument, public ForwardObserver, public ac::OpT
 
 // The tracer debug.numerics_trace asks for, writing to `log_path` and attached to `model`; null
 // for "none" unless the rerun check is armed (it needs op traces). Touches no file.
-std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Transformer& model,
+std::shared_ptr<NumericsTracer> make_numerics_tracer(const DebugConfig& debug, Model& model,
                                                      const std::string& log_path);
 
 // With debug.numerics_trace "none", removes the numerics.log an earlier run left at `log_path`:

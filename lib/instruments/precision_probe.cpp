@@ -11,6 +11,7 @@
 
 #include "ac/op_trace.h"
 #include "model/observed_op.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "util/autocast.h"
 #include "util/error.h"
@@ -158,7 +159,7 @@ std::string PrecisionProbe::cost_line(const RunTotals& totals) const {
       step_seconds > 0 ? cost_.per_count() / step_seconds : 0.0, step_seconds);
 }
 
-PrecisionProbe::KeptState PrecisionProbe::keep_state(const Transformer& model) const {
+PrecisionProbe::KeptState PrecisionProbe::keep_state(const Model& model) const {
   at::NoGradGuard no_grad;
   KeptState kept;
   for (const auto& item : model->named_parameters()) {
@@ -173,7 +174,7 @@ PrecisionProbe::Execution PrecisionProbe::execute(int64_t step, const KeptState&
                                                   bool reference) const {
   const at::ScalarType dtype =
       reference ? reference_dtype(config_.debug.precision_reference) : at::kFloat;
-  Transformer model(args_);  // its random init is overwritten below
+  Model model = build_model(args_);  // its random init is overwritten below
   model->to(options_.device);
   {
     at::NoGradGuard no_grad;

@@ -29,7 +29,7 @@
 #include "instruments/instrument.h"
 #include "instruments/numerics_trace.h"
 #include "instruments/precision_report.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "step/step.h"
 #include "util/stopwatch.h"
 
@@ -55,7 +55,7 @@ class PrecisionProbe : public Instrument {
     std::vector<std::pair<std::string, at::Tensor>> params;
     RngState rng;
   };
-  KeptState keep_state(const Transformer& model) const;
+  KeptState keep_state(const Model& model) const;
 
   // After step `step` ran on `batches` from `before`, with result `run`: executes it again twice,
   // compares, writes the report files and prints the summary to `console`. Leaves the RNG state

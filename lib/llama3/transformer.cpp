@@ -1,6 +1,5 @@
-#include "model/llama.h"
+#include "llama3/transformer.h"
 
-#include <ATen/record_function.h>
 #include <torch/nn/functional/activation.h>
 
 #include <algorithm>
@@ -15,14 +14,6 @@
 #include "util/malloc_tuning.h"
 
 namespace titan {
-
-// ---- RMSNorm ---------------------------------------------------------------------------------
-
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", at::ones({dim}));
-}
-
-at::Tensor RMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps_); }
 
 // ---- RoPE ------------------------------------------------------------------------------------
 
@@ -150,7 +141,8 @@ void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {
 }
 }  // namespace
 
-TransformerImpl::TransformerImpl(const ModelArgs& args, const ParamMemory& memory) : args_(args) {
+TransformerImpl::TransformerImpl(const ModelArgs& args, const ParamMemory& memory)
+    : ModelImpl(args) {
   tok_embeddings =
       register_module("tok_embeddings", torch::nn::Embedding(args.vocab_size, args.dim));
   make_shape_only(*tok_embeddings, memory);
@@ -164,53 +156,34 @@ TransformerImpl::TransformerImpl(const ModelArgs& args, const ParamMemory& memor
   output = register_module("output", linear_layer(args.dim, args.vocab_size));
   make_shape_only(*norm, memory);
   make_shape_only(*output, memory);
-  runners_.resize(args.n_layers);
-  for (int64_t i = 0; i < args.n_layers; ++i) block_names_.push_back("layers." + std::to_string(i));
   freqs_cis_ = register_buffer(
       "freqs_cis",
       precompute_freqs_cis(args.head_dim(), args.max_seq_len, args.rope_theta, args.rope_scaling));
 }
 
-at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
-  TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
-              " exceeds the RoPE table (", args_.max_seq_len, ")");
-  auto starting = [this](ParamUnit unit, int64_t layer) {
-    if (unit_hooks_) unit_hooks_->unit_starting(unit, layer);
-  };
-  auto finished = [this](ParamUnit unit, int64_t layer, const at::Tensor& out) {
-    return unit_hooks_ ? unit_hooks_->unit_finished(unit, layer, out) : out;
-  };
-  starting(ParamUnit::kEmbedding, -1);
-  auto h = finished(ParamUnit::kEmbedding, -1, tok_embeddings(tokens));  // (B, T, D)
-  if (observer_) observer_->stage_output(ForwardStage::kEmbedding, -1, h);
-  for (size_t i = 0; i < layers->size(); ++i) {
-    // Shared ownership: a checkpointed block's function lives until its backward.
-    auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(i));
-    BlockFunction run = [block, freqs = freqs_cis_, name = block_names_[i]](const at::Tensor& x) {
-      // A span named after the block for profilers (a user scope: the op tracers, which record
-      // FUNCTION scopes, do not see it), around its forward and its recomputation.
-      RECORD_USER_SCOPE(name.c_str());
-      return block->forward(x, freqs);
-    };
-    const auto layer = static_cast<int64_t>(i);
-    // The unit hooks (FSDP's gathers and releases) stay outside the observer's window on the
-    // block, so that an op trace of the block holds the block's own ops only.
-    starting(ParamUnit::kBlock, layer);
-    if (observer_) observer_->block_starting(layer);
-    at::Tensor out = runners_[i] ? runners_[i](run, h) : run(h);  // (B, T, D)
-    if (observer_) observer_->stage_output(ForwardStage::kBlock, layer, out);
-    h = finished(ParamUnit::kBlock, layer, out);
-  }
-  starting(ParamUnit::kHead, -1);
-  h = norm(h);
-  if (observer_) observer_->stage_output(ForwardStage::kNorm, -1, h);
-  auto logits = finished(ParamUnit::kHead, -1, linear(output, h));  // (B, T, V)
-  if (observer_) observer_->stage_output(ForwardStage::kOutput, -1, logits);
-  return logits;
+at::Tensor TransformerImpl::embed(const at::Tensor& tokens) { return tok_embeddings(tokens); }
+
+BlockFunction TransformerImpl::block_function(int64_t layer) {
+  auto block = std::static_pointer_cast<TransformerBlockImpl>(layers->ptr(layer));
+  return [block, freqs = freqs_cis_](const at::Tensor& x) { return block->forward(x, freqs); };
 }
 
-void TransformerImpl::set_block_runner(int64_t layer, BlockRunner runner) {
-  runners_.at(layer) = std::move(runner);
+at::Tensor TransformerImpl::final_norm(const at::Tensor& h) { return norm(h); }
+
+at::Tensor TransformerImpl::project(const at::Tensor& h) { return linear(output, h); }
+
+std::vector<at::Tensor> TransformerImpl::unit_parameters(ParamUnit unit, int64_t layer) const {
+  switch (unit) {
+    case ParamUnit::kEmbedding:
+      return tok_embeddings->parameters();
+    case ParamUnit::kBlock:
+      return layers->ptr(layer)->parameters();
+    case ParamUnit::kHead:
+      break;
+  }
+  std::vector<at::Tensor> head = norm->parameters();
+  for (const auto& p : output->parameters()) head.push_back(p);
+  return head;
 }
 
 void TransformerImpl::init_weights(const StartingValues& keep) {
@@ -239,26 +212,14 @@ void TransformerImpl::init_weights(const StartingValues& keep) {
   init(tok_embeddings->weight, [](at::Tensor& t) { t.normal_(0.0, 1.0); });
   for (const auto& layer : *layers) {
     auto* block = layer->as<TransformerBlock>();
-    double std = args_.depth_init ? 0.02 / std::sqrt(2.0 * (block->layer_id() + 1))
-                                  : 0.02 / std::sqrt(2.0 * args_.n_layers);
+    double std = args().depth_init ? 0.02 / std::sqrt(2.0 * (block->layer_id() + 1))
+                                   : 0.02 / std::sqrt(2.0 * args().n_layers);
     block->init_weights(std, init);
   }
   init(norm->weight, [](at::Tensor& t) { t.fill_(1.0); });
-  const double final_std = 1.0 / std::sqrt(static_cast<double>(args_.dim));
+  const double final_std = 1.0 / std::sqrt(static_cast<double>(args().dim));
   init(output->weight,
        [&](at::Tensor& t) { trunc_normal_(t, 0.0, final_std, -3 * final_std, 3 * final_std); });
-}
-
-void trunc_normal_(at::Tensor& tensor, double mean, double std, double a, double b) {
-  // Inverse-CDF sampling, the same method as torch.nn.init.trunc_normal_.
-  auto norm_cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
-  const double lo = norm_cdf((a - mean) / std), hi = norm_cdf((b - mean) / std);
-  torch::NoGradGuard no_grad;
-  tensor.uniform_(2 * lo - 1, 2 * hi - 1);
-  tensor.erfinv_();
-  tensor.mul_(std * std::sqrt(2.0));
-  tensor.add_(mean);
-  tensor.clamp_(a, b);
 }
 
 }  // namespace titan

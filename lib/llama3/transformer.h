@@ -1,4 +1,5 @@
-// Llama 3 as torchtitan builds it, as libtorch modules.
+// Llama 3 as torchtitan builds it (torchtitan/models/llama3), as libtorch modules: the model
+// family "llama3" of models/registry.h.
 //
 // Shapes: B batch, T sequence, D dim, H heads, K kv heads, E head_dim, V vocab.
 // Parameter names match torchtitan's: tok_embeddings.weight, layers.0.attention.wq.weight, ...,
@@ -16,20 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "model/model_args.h"
+#include "model/rmsnorm.h"
 
 namespace titan {
-
-class RMSNormImpl : public torch::nn::Module {
- public:
-  RMSNormImpl(int64_t dim, double eps);
-  at::Tensor forward(const at::Tensor& x);  // (..., D) -> (..., D)
-  at::Tensor weight;
-
- private:
-  double eps_;
-};
-TORCH_MODULE(RMSNorm);
 
 // Rotary embedding table (complex, (T, E/2)) with Llama 3.1 frequency scaling.
 at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double theta,
@@ -79,87 +71,32 @@ class TransformerBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerBlock);
 
-// Runs a block on its input. The default calls it directly; activation checkpointing replaces
-// the runner of the blocks it wraps (see lib/ac).
-using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
-using BlockRunner = std::function<at::Tensor(const BlockFunction& block, const at::Tensor& x)>;
-
-// Watches the forward's stage outputs (the numerics trace, lib/train/numerics_trace.h). The
-// model calls it only when one is set: without, each stage costs one null check.
-enum class ForwardStage { kEmbedding, kBlock, kNorm, kOutput };
-class ForwardObserver {
- public:
-  virtual ~ForwardObserver() = default;
-  virtual void block_starting(int64_t layer) = 0;
-  // `layer` is the block index for kBlock, else -1. The observer may replace `output`.
-  virtual void stage_output(ForwardStage stage, int64_t layer, at::Tensor& output) = 0;
-};
-
-// The forward's units of parameters, as FSDP groups them (torchtitan's: the embedding, each
-// block, the final norm with the output). A UnitHooks, when set, is called around each unit,
-// outside activation checkpointing's function, so that a unit's parameters can be gathered
-// before it computes and released after.
-enum class ParamUnit { kEmbedding, kBlock, kHead };
-class UnitHooks {
- public:
-  virtual ~UnitHooks() = default;
-  // `layer` is the block index for kBlock, else -1.
-  virtual void unit_starting(ParamUnit unit, int64_t layer) = 0;
-  // Returns the tensor the forward continues with (`output`, or one that stands for it).
-  virtual at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) = 0;
-};
-
-// How a model's parameters are built. By default on the CPU, holding memory (moved with to()).
-// shape_only: on `device`, holding none (model/param_storage.h), so that a rank that keeps only
-// its rows of them (FSDP) never holds the whole model. Each layer is still made as libtorch makes
-// it (its default initialization draws from the CPU generator, and torchtitan's init follows
-// those draws), its memory released before the next layer is made: the peak is one layer.
-struct ParamMemory {
-  bool shape_only = false;
-  c10::Device device = c10::kCPU;
-};
-
-// Where init_weights puts the starting values of a parameter that holds no memory:
-// keep(name, values), the parameter's whole values (valid during the call only).
-using StartingValues = std::function<void(const std::string& name, const at::Tensor& values)>;
-
-class TransformerImpl : public torch::nn::Module {
+class TransformerImpl : public ModelImpl {
  public:
   explicit TransformerImpl(const ModelArgs& args, const ParamMemory& memory = {});
-  // tokens: (B, T) int64 -> logits (B, T, V). Requires T <= args.max_seq_len.
-  at::Tensor forward(const at::Tensor& tokens);
-  // torchtitan's init, drawing from the default generator of the parameters' device. A parameter
-  // that holds memory is set in place; one that holds none (ParamMemory::shape_only) is drawn
-  // whole into a temporary, one parameter at a time, and handed to `keep` (required then): the
-  // values are the same bits either way.
-  void init_weights(const StartingValues& keep = {});
-  const ModelArgs& args() const { return args_; }
-
-  // Runs block `layer` through `runner` from now on (an empty runner restores the default).
-  void set_block_runner(int64_t layer, BlockRunner runner);
-  // Calls `observer` from every forward from now on (null: none).
-  void set_forward_observer(std::shared_ptr<ForwardObserver> observer) {
-    observer_ = std::move(observer);
-  }
-  // Calls `hooks` around every unit of every forward from now on (null: none).
-  void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) { unit_hooks_ = std::move(hooks); }
+  void init_weights(const StartingValues& keep = {}) override;
+  std::vector<at::Tensor> unit_parameters(ParamUnit unit, int64_t layer) const override;
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
   torch::nn::Linear output{nullptr};
 
- private:
-  ModelArgs args_;
-  at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
-  std::vector<BlockRunner> runners_;
-  std::vector<std::string> block_names_;  // "layers.3": each block's profiler span
-  std::shared_ptr<ForwardObserver> observer_;
-  std::shared_ptr<UnitHooks> unit_hooks_;
-};
-TORCH_MODULE(Transformer);
+ protected:
+  at::Tensor embed(const at::Tensor& tokens) override;
+  BlockFunction block_function(int64_t layer) override;
+  at::Tensor final_norm(const at::Tensor& h) override;
+  at::Tensor project(const at::Tensor& h) override;
 
-// torch.nn.init.trunc_normal_: normal(mean, std) truncated to the absolute range [a, b].
-void trunc_normal_(at::Tensor& tensor, double mean, double std, double a, double b);
+ private:
+  at::Tensor freqs_cis_;  // buffer, not saved (torchtitan: persistent=False)
+};
+// TORCH_MODULE's holder, and the interface's: a Transformer is passed where a Model is taken.
+class Transformer : public torch::nn::ModuleHolder<TransformerImpl> {
+ public:
+  using torch::nn::ModuleHolder<TransformerImpl>::ModuleHolder;
+  using Impl = TransformerImpl;
+  operator Model() const { return Model(std::shared_ptr<ModelImpl>(ptr())); }  // NOLINT
+};
 
 }  // namespace titan

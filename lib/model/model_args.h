@@ -19,6 +19,7 @@ struct RopeScaling {
 };
 
 struct ModelArgs {
+  std::string family = "llama3";  // model.name: the registry's family (models/registry.h)
   int64_t dim = 4096;
   int64_t n_layers = 32;
   int64_t n_heads = 32;

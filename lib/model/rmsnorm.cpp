@@ -131,4 +131,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 
 TITAN_ENUM_NAMES(RmsNormKernel, "fused_avx2_fma", "fused_avx512", "aten")
 
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps_); }
+
 }  // namespace titan

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
 
 #include <string>
 #include <vector>
@@ -34,5 +36,17 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 // last dim.
 // Observers (the recompute checker's op trace, profilers) see it as one op, "titan::rms_norm".
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The module: a weight of `dim` ones (torchtitan's init fills it with ones again).
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  at::Tensor forward(const at::Tensor& x);  // (..., D) -> (..., D)
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
 
 }  // namespace titan

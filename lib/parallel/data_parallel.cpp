@@ -30,7 +30,7 @@ void check_rows_fit(const std::string& name, at::IntArrayRef sizes, int64_t firs
                   fmt::join(values.sizes(), "x"), name, fmt::join(sizes, "x")));
 }
 
-std::unique_ptr<DataParallel> one_process(Transformer model, const std::vector<at::Tensor>& params,
+std::unique_ptr<DataParallel> one_process(Model model, const std::vector<at::Tensor>& params,
                                           torch::optim::AdamW* optimizer) {
   return std::make_unique<Replication>(std::move(model), params, optimizer, nullptr, false);
 }

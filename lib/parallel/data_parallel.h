@@ -23,7 +23,7 @@
 #include "config/config.h"
 #include "config/enums.h"
 #include "distributed/process_group.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "parallel/data_parallel_plan.h"
 
 namespace titan {
@@ -111,7 +111,7 @@ struct DataParallelSetup {
   const Config& config;
   DataParallelPlan plan;
   ProcessGroup& world;
-  Transformer model;
+  Model model;
   std::vector<at::Tensor> params;  // the model's, in its order
   // Over `params`; the step's optimizer under replication, and the one a model-only save and a
   // resume use under FSDP. Outlives the strategy.
@@ -134,7 +134,7 @@ void check_rows_fit(const std::string& name, at::IntArrayRef sizes, int64_t firs
 // One process holding the whole of `model` (`params`, its parameters in its order), stepped by
 // `optimizer` (null for executions that do not update): a replication over one rank, for
 // executions outside a run of several (a model copy, a test's model).
-std::unique_ptr<DataParallel> one_process(Transformer model, const std::vector<at::Tensor>& params,
+std::unique_ptr<DataParallel> one_process(Model model, const std::vector<at::Tensor>& params,
                                           torch::optim::AdamW* optimizer);
 
 }  // namespace titan

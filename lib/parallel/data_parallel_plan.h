@@ -10,7 +10,7 @@
 
 #include "checkpoint/sharded_checkpoint.h"
 #include "config/config.h"
-#include "model/llama.h"
+#include "model/model.h"
 
 namespace titan {
 

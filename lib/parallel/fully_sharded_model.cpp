@@ -49,23 +49,21 @@ class FullyShardedModel::Hooks : public UnitHooks {
   FullyShardedModel& owner_;
 };
 
-FullyShardedModel::FullyShardedModel(Transformer model, ProcessGroup& group,
-                                     ReshardAfterForward reshard, bool prefetch,
-                                     ProcessGroup* replicas)
+FullyShardedModel::FullyShardedModel(Model model, ProcessGroup& group, ReshardAfterForward reshard,
+                                     bool prefetch, ProcessGroup* replicas)
     : model_(std::move(model)),
       group_(group),
       replicas_(replicas),
       reshard_(reshard),
       prefetch_(prefetch) {
-  units_.push_back(std::make_unique<ShardedUnit>(group_, model_->tok_embeddings->parameters(),
-                                                 "tok_embeddings"));
-  for (size_t i = 0; i < model_->layers->size(); ++i) {
-    units_.push_back(std::make_unique<ShardedUnit>(group_, model_->layers[i]->parameters(),
-                                                   fmt::format("layers.{}", i)));
+  units_.push_back(std::make_unique<ShardedUnit>(
+      group_, model_->unit_parameters(ParamUnit::kEmbedding, -1), "tok_embeddings"));
+  for (int64_t i = 0; i < model_->n_blocks(); ++i) {
+    units_.push_back(std::make_unique<ShardedUnit>(
+        group_, model_->unit_parameters(ParamUnit::kBlock, i), fmt::format("layers.{}", i)));
   }
-  std::vector<at::Tensor> head = model_->norm->parameters();
-  for (const auto& p : model_->output->parameters()) head.push_back(p);
-  units_.push_back(std::make_unique<ShardedUnit>(group_, head, "norm and output"));
+  units_.push_back(std::make_unique<ShardedUnit>(
+      group_, model_->unit_parameters(ParamUnit::kHead, -1), "norm and output"));
   // The units' parameters, in order, must be the model's: the optimizer's shards, checkpoints
   // and checksums all count on one order.
   const auto named = model_->named_parameters();

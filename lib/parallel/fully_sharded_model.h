@@ -1,4 +1,4 @@
-// FSDP over a Transformer, as torchtitan's FSDP2 applies it: the embedding, each transformer
+// FSDP over a Model, as torchtitan's FSDP2 applies it: the embedding, each transformer
 // block, and the final norm with the output are units (ShardedUnit) whose parameters are split
 // over the shard group. Each unit is all-gathered before its forward, released after it as
 // parallelism.fsdp_reshard_after_forward says, re-gathered for its backward, and its gradients
@@ -24,7 +24,7 @@
 #include "checkpoint/sharded_checkpoint.h"
 #include "checkpoint/snapshot.h"
 #include "distributed/process_group.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/sharded_unit.h"
 
@@ -49,7 +49,7 @@ class FullyShardedModel {
   // gathered at a time.
   // `replicas` (HSDP; null without): the group of the ranks that hold this rank's shards in the
   // other shard groups, over which sum_over_replicas sums the shards' gradients; outlives this.
-  FullyShardedModel(Transformer model, ProcessGroup& group, ReshardAfterForward reshard,
+  FullyShardedModel(Model model, ProcessGroup& group, ReshardAfterForward reshard,
                     bool prefetch = true, ProcessGroup* replicas = nullptr);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
@@ -147,7 +147,7 @@ class FullyShardedModel {
   std::vector<at::Tensor> gathered_gradients(ShardedUnit& unit);
   bool reshards(ParamUnit unit) const;
 
-  Transformer model_;
+  Model model_;
   ProcessGroup& group_;
   ProcessGroup* replicas_;
   double replica_sum_seconds_ = 0;

@@ -10,7 +10,7 @@
 
 namespace titan {
 
-Replication::Replication(Transformer model, std::vector<at::Tensor> params,
+Replication::Replication(Model model, std::vector<at::Tensor> params,
                          torch::optim::AdamW* optimizer, ProcessGroup* group, bool rank_ordered,
                          std::string replicated_because)
     : model_(std::move(model)),

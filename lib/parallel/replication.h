@@ -18,7 +18,7 @@ class Replication : public DataParallel {
   // not update); `group` (null: one process), `model` and `optimizer` outlive this. With a group
   // of several ranks the gradients are summed over it, rank-ordered with `rank_ordered`.
   // `replicated_because`: why a shard degree above 1 replicates ("" when it does not).
-  Replication(Transformer model, std::vector<at::Tensor> params, torch::optim::AdamW* optimizer,
+  Replication(Model model, std::vector<at::Tensor> params, torch::optim::AdamW* optimizer,
               ProcessGroup* group, bool rank_ordered, std::string replicated_because = "");
 
   int64_t ranks() const override;
@@ -41,7 +41,7 @@ class Replication : public DataParallel {
   std::vector<std::string> cost_lines(int64_t steps, double seconds) const override;
 
  private:
-  Transformer model_;
+  Model model_;
   std::vector<at::Tensor> params_;
   torch::optim::AdamW* optimizer_;
   ProcessGroup* group_;

@@ -80,8 +80,7 @@ std::vector<at::Tensor> take_gradients(const std::vector<at::Tensor>& params, at
 // The model's logits for `batch`, under the run's autocast, and the loss `reduce` makes of them
 // (inside the autocast scope too): the one forward of every mode.
 template <class Reduce>
-at::Tensor forward(Transformer model, const Batch& batch, const StepOptions& options,
-                   Reduce reduce) {
+at::Tensor forward(Model model, const Batch& batch, const StepOptions& options, Reduce reduce) {
   auto inputs = batch.inputs.to(options.device), labels = batch.labels.to(options.device);
   AutocastScope autocast(options.device.type(), options.autocast_bf16, at::kBFloat16);
   return reduce(model->forward(inputs), labels);  // logits (B, T, V)
@@ -94,7 +93,7 @@ std::vector<at::Tensor> evaluate(const StepTarget& target, const StepOptions& op
                                  const StepRequest& request,
                                  const std::vector<StepObserver*>& observers) {
   at::NoGradGuard no_grad;
-  Transformer model = target.model;
+  Model model = target.model;
   model->eval();
   std::vector<at::Tensor> out;
   const auto& batches = *request.batches;

@@ -19,7 +19,7 @@
 #include "config/enums.h"
 #include "data/loader.h"
 #include "distributed/process_group.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "step/step_findings.h"
 
@@ -51,7 +51,7 @@ enum class StepMode {
 
 // The model a step runs on.
 struct StepTarget {
-  Transformer model{nullptr};
+  Model model{nullptr};
   std::vector<at::Tensor> params;                // the model's, in its order
   torch::optim::Optimizer* optimizer = nullptr;  // needed by kTrain
   // How the ranks share the work: the sums over them, clipping over the shards, the model's

@@ -33,7 +33,7 @@ std::string steps_list(const std::vector<int64_t>& steps) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
+Checkpointer::Checkpointer(const Config& config, ProcessGroup& group, Model& model,
                            torch::optim::AdamW& optimizer, const StepBatches& batches,
                            CheckpointLayout layout)
     : config_(config),

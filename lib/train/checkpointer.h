@@ -20,7 +20,7 @@
 #include "config/run_folder.h"
 #include "data/step_batches.h"
 #include "distributed/process_group.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "util/error.h"
 #include "util/stopwatch.h"
 
@@ -48,7 +48,7 @@ class Checkpointer {
   // the whole weights nor the whole moments; full saves write as layout.saves says. Requires:
   // `group`, `model`, `optimizer` and `batches` (whose data position it checks before a resume)
   // outlive the checkpointer.
-  Checkpointer(const Config& config, ProcessGroup& group, Transformer& model,
+  Checkpointer(const Config& config, ProcessGroup& group, Model& model,
                torch::optim::AdamW& optimizer, const StepBatches& batches, CheckpointLayout layout);
 
   // With checkpoint.enable, loads the latest complete checkpoint (rank 0's listing decides for
@@ -133,7 +133,7 @@ class Checkpointer {
 
   const Config& config_;
   ProcessGroup& group_;
-  Transformer& model_;
+  Model& model_;
   torch::optim::AdamW& optimizer_;
   const StepBatches& batches_;
   RunFolder run_folder_;

@@ -14,6 +14,7 @@
 #include "metrics/fingerprint.h"
 #include "metrics/machine.h"
 #include "model/kernels.h"
+#include "models/registry.h"
 #include "train/run_components.h"
 #include "train/run_context.h"
 #include "train/run_model.h"
@@ -91,7 +92,7 @@ PrecisionProbe::KeptState captured_state(const std::string& capture, int64_t ste
     // Part of the capture's input: damaged means bad input here, as for the other files.
     throw ConfigError(state, e.what(), "copy the capture again, or capture the step again");
   }
-  Transformer model(args);
+  Model model = build_model(args);
   check_parameters_match(*model, contents.model, state,
                          "replay the capture with the model it was made with (model.flavor)");
   PrecisionProbe::KeptState kept;

@@ -3,11 +3,13 @@
 #include "config/run_folder.h"
 #include "distributed/process_group.h"
 #include "metrics/device_stats.h"
+#include "models/registry.h"
 
 namespace titan {
 
 ModelArgs model_args_for(const Config& config) {
   ModelArgs args = model_args_for_flavor(config.model.flavor);
+  args.family = config.model.name;
   args.max_seq_len = config.training.seq_len;
   args.dropout = config.model.dropout;
   return args;
@@ -30,7 +32,7 @@ RunModel build_run_model(const RunContext& context, const ModelArgs& args,
   const Config& config = context.config;
   RunModel built;
   built.args = args;
-  built.model = Transformer(args, plan.param_memory(context.device));
+  built.model = build_model(args, plan.param_memory(context.device));
   built.model->to(context.device);
   built.model->train();
   built.kernels =

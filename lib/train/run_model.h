@@ -8,7 +8,7 @@
 #include "ac/apply.h"
 #include "config/config.h"
 #include "model/kernels.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "parallel/data_parallel_plan.h"
 #include "step/step.h"
 #include "train/run_context.h"
@@ -19,7 +19,7 @@ struct RunModel {
   ModelArgs args;
   // Shape only under FSDP (the plan's param_memory): its starting values reach the ranks' rows
   // through DataParallel::load_rows.
-  Transformer model{nullptr};
+  Model model{nullptr};
   ModelKernels kernels;                 // what the model's layers run
   ac::CheckpointedBlocks checkpointed;  // the blocks AC wraps, and where their ops go
   double token_flops = 0;               // FLOPs per token (metrics/device_stats.h)
