@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 #include "model/causal_attention.h"
+#include "model/layers.h"
 #include "model/linear.h"
 #include "model/param_storage.h"
 #include "model/rmsnorm.h"
@@ -55,19 +55,7 @@ at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis) {
   return at::view_as_real(rotated).flatten(3).to(x.scalar_type());  // (B, T, H, E)
 }
 
-at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
-  if (n_rep == 1) return x;
-  const auto B = x.size(0), T = x.size(1), K = x.size(2), E = x.size(3);
-  return x.unsqueeze(3).expand({B, T, K, n_rep, E}).reshape({B, T, K * n_rep, E});
-}
-
 // ---- Attention, FeedForward, block -------------------------------------------------------------
-
-namespace {
-torch::nn::Linear linear_layer(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
-}
-}  // namespace
 
 AttentionImpl::AttentionImpl(const ModelArgs& args)
     : n_heads_(args.n_heads), n_kv_heads_(args.kv_heads()), head_dim_(args.head_dim()) {
@@ -90,16 +78,6 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_c
   auto out =
       causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
   return linear(wo, out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
-}
-
-FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim) {
-  w1 = register_module("w1", linear_layer(dim, hidden_dim));
-  w2 = register_module("w2", linear_layer(hidden_dim, dim));
-  w3 = register_module("w3", linear_layer(dim, hidden_dim));
-}
-
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return linear(w2, swiglu(linear(w1, x), linear(w3, x)));
 }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
@@ -128,18 +106,6 @@ void TransformerBlockImpl::init_weights(double weight_init_std, const ParamInit&
 }
 
 // ---- Transformer -----------------------------------------------------------------------------
-
-namespace {
-// ParamMemory::shape_only: `module`'s parameters keep their shape and lose their memory.
-void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {
-  if (!memory.shape_only) return;
-  for (auto& p : module.parameters())
-    p.set_data(shape_only(p.sizes(), p.options().device(memory.device)));
-  // The freed weights lie between the module's small allocations, and the next layer's aligned
-  // requests do not fit those holes exactly: without a trim each block would stay resident.
-  return_free_heap_to_kernel();
-}
-}  // namespace
 
 TransformerImpl::TransformerImpl(const ModelArgs& args, const ParamMemory& memory)
     : ModelImpl(args) {
@@ -188,27 +154,7 @@ std::vector<at::Tensor> TransformerImpl::unit_parameters(ParamUnit unit, int64_t
 
 void TransformerImpl::init_weights(const StartingValues& keep) {
   torch::NoGradGuard no_grad;
-  std::unordered_map<const void*, std::string> names;
-  int64_t largest = 0;
-  for (const auto& p : named_parameters()) {
-    names[p.value().unsafeGetTensorImpl()] = p.key();
-    if (storage_released(p.value())) largest = std::max(largest, p.value().numel());
-  }
-  // One buffer for the values of every parameter without memory: fresh ones of each size would
-  // leave holes that stay resident. A contiguous view draws the same bits as a tensor of its own.
-  at::Tensor scratch;
-  if (largest > 0) scratch = at::empty({largest}, parameters().front().options());
-  const TransformerBlockImpl::ParamInit init = [&](at::Tensor& param,
-                                                   const std::function<void(at::Tensor&)>& fill) {
-    if (!storage_released(param)) {
-      fill(param);
-      return;
-    }
-    TORCH_CHECK(keep, "init_weights: a parameter without memory needs somewhere to keep values");
-    at::Tensor values = scratch.narrow(0, 0, param.numel()).view(param.sizes());
-    fill(values);
-    keep(names.at(param.unsafeGetTensorImpl()), values);
-  };
+  const ParamInit init = param_initializer(*this, keep);
   init(tok_embeddings->weight, [](at::Tensor& t) { t.normal_(0.0, 1.0); });
   for (const auto& layer : *layers) {
     auto* block = layer->as<TransformerBlock>();

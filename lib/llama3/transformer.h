@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layers.h"
 #include "model/model.h"
 #include "model/model_args.h"
 #include "model/rmsnorm.h"
@@ -30,9 +31,6 @@ at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double th
 // Rotates interleaved pairs (2i, 2i+1) of x: (B, T, H, E) by freqs_cis: (T, E/2) complex.
 at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis);
 
-// (B, T, K, E) -> (B, T, K * n_rep, E); kv head j serves query heads j*n_rep ... j*n_rep+n_rep-1.
-at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep);
-
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelArgs& args);
@@ -44,21 +42,12 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
-class FeedForwardImpl : public torch::nn::Module {
- public:
-  FeedForwardImpl(int64_t dim, int64_t hidden_dim);
-  at::Tensor forward(const at::Tensor& x);  // w2(silu(w1(x)) * w3(x))
-  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
-};
-TORCH_MODULE(FeedForward);
-
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(int64_t layer_id, const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& freqs_cis);  // (B, T, D)
   // torchtitan's init; `weight_init_std` is the std of wo, w2 and w3. `init(param, fill)` runs
-  // each fill on the parameter's values (TransformerImpl::init_weights says where they go).
-  using ParamInit = std::function<void(at::Tensor& param, const std::function<void(at::Tensor&)>&)>;
+  // each fill on the parameter's values (param_initializer says where they go).
   void init_weights(double weight_init_std, const ParamInit& init);
   int64_t layer_id() const { return layer_id_; }
   Attention attention{nullptr};

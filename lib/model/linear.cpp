@@ -86,6 +86,13 @@ at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x) {
   return layer.ptr()->forward(x);
 }
 
+at::Tensor linear_by_weight(const at::Tensor& weight, const at::Tensor& x) {
+  if (linear_kernel_for(x.scalar_type(), x.device()) == LinearKernel::kOnednn &&
+      weight.scalar_type() == at::kFloat && x.numel() > 0)
+    return onednn_linear(x, weight);
+  return at::linear(x, weight);
+}
+
 TITAN_ENUM_NAMES(LinearKernel, "aten", "onednn")
 
 std::string linear_kernel_name(LinearKernel kernel) {

@@ -32,6 +32,9 @@ std::string linear_kernel_name(LinearKernel kernel);
 // layer's own forward, unchanged; the oneDNN one is seen by observers (the op trace, the precision
 // probe) as one op, "titan::linear", with inputs (x, W).
 at::Tensor linear(const torch::nn::Linear& layer, const at::Tensor& x);
+// The same with a weight (out, in) that no Linear holds (a tied output projection). Not an
+// overload of linear: at::linear(input, weight) would be found beside it.
+at::Tensor linear_by_weight(const at::Tensor& weight, const at::Tensor& x);
 
 // The oneDNN implementation (tests compare it with ATen's). Throws unless linear_kernel_for picks
 // it for x, W (out, in) matches x's last dim, and neither is empty.

@@ -33,12 +33,21 @@ struct ModelArgs {
   int64_t max_seq_len = 2048;  // RoPE table length; the trainer sets it to training.seq_len
   bool depth_init = true;      // wo/w2/w3 std shrinks with the layer index
   double dropout = 0.0;        // on the attention and FFN outputs, in training mode only
+  // Qwen3's (torchtitan/models/qwen3): a head_dim of its own (unset: dim / n_heads), the SwiGLU
+  // hidden size given directly (unset: Llama's rule), RMSNorm on each head's q and k, and the
+  // output projection sharing the embedding's weight.
+  std::optional<int64_t> head_dim_override;
+  std::optional<int64_t> hidden_dim;
+  bool qk_norm = false;
+  bool tie_embeddings = false;
 
   int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
-  int64_t head_dim() const { return dim / n_heads; }
-  // SwiGLU hidden size: int(2 * 4 * dim / 3), times ffn_dim_multiplier, rounded up to multiple_of.
+  int64_t head_dim() const { return head_dim_override.value_or(dim / n_heads); }
+  // SwiGLU hidden size: hidden_dim where set, else int(2 * 4 * dim / 3), times
+  // ffn_dim_multiplier, rounded up to multiple_of.
   int64_t ffn_hidden_dim() const;
-  // Parameters of the model these args build (embedding and output included).
+  // Parameters of the model these args build (embedding and output included; a tied output
+  // counted once, with the embedding).
   int64_t num_params() const;
   int64_t num_embedding_params() const { return vocab_size * dim; }
 };

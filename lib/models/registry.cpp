@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "llama3/transformer.h"
+#include "qwen3/qwen3.h"
 
 namespace titan {
 
@@ -20,6 +21,10 @@ const std::vector<Family>& families() {
       {"llama3",
        [](const ModelArgs& a, const ParamMemory& m) {
          return Model(std::shared_ptr<ModelImpl>(std::make_shared<TransformerImpl>(a, m)));
+       }},
+      {"qwen3",
+       [](const ModelArgs& a, const ParamMemory& m) {
+         return Model(std::shared_ptr<ModelImpl>(std::make_shared<qwen3::Qwen3Impl>(a, m)));
        }},
   };
   return kFamilies;
