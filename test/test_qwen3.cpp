@@ -1,6 +1,7 @@
 // Qwen3 (dense), the family lib/qwen3 builds: torchtitan's flavors and parameter names, the tied
-// output, RoPE by rotate_half against the formula, q/k norms, torchtitan's init, and the same
-// bits from a shape-only model (FSDP's) as from a whole one.
+// output, RoPE by rotate_half against the formula, q/k norms, torchtitan's init, the same bits
+// from a shape-only model (FSDP's) as from a whole one, and parity with a PyTorch reference
+// (scripts/reference/qwen3_reference.py: torchtitan v0.2.2's qwen3 model in plain PyTorch).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include "catch_torch.h"
 #include "models/registry.h"
 #include "qwen3/qwen3.h"
+#include "reference_state.h"
+#include "test_util.h"
 
 using namespace titan;
 
@@ -138,4 +141,57 @@ TEST_CASE("qwen3: a shape-only model's init hands out exactly the bits a whole m
       CHECK(at::equal(kept.at(p.key()), p.value()));
     }
   }
+}
+
+TEST_CASE(
+    "qwen3: logits, loss, every gradient and the gradient norm match the PyTorch reference's "
+    "(tied, head_dim 32 beside dim / n_heads 16)",
+    "[model][parity]") {
+  const test::ReferenceState ref =
+      test::load_reference_state(test::source_dir() + "/test/data/qwen3_reference.bin");
+  ModelArgs args = qwen3::flavor_args("debugmodel");
+  args.dim = static_cast<int64_t>(ref.number("dim"));
+  args.n_layers = static_cast<int64_t>(ref.number("n_layers"));
+  args.n_heads = static_cast<int64_t>(ref.number("n_heads"));
+  args.n_kv_heads = static_cast<int64_t>(ref.number("n_kv_heads"));
+  args.head_dim_override = static_cast<int64_t>(ref.number("head_dim"));
+  args.hidden_dim = static_cast<int64_t>(ref.number("hidden_dim"));
+  args.vocab_size = static_cast<int64_t>(ref.number("vocab_size"));
+  args.norm_eps = ref.number("norm_eps");
+  args.rope_theta = ref.number("rope_theta");
+  args.tie_embeddings = ref.number("tie_embeddings") != 0;
+  args.max_seq_len = static_cast<int64_t>(ref.number("seq_len"));
+  Model model = build_model(args);
+  {
+    torch::NoGradGuard no_grad;
+    size_t in_file = 0;
+    for (const auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
+    const auto named = model->named_parameters();
+    REQUIRE(named.size() == in_file);  // the tied output is no parameter of its own
+    for (auto& p : named) {
+      INFO(p.key());
+      const at::Tensor& weight = ref.tensor("param/" + p.key());
+      REQUIRE(weight.sizes() == p.value().sizes());
+      p.value().copy_(weight);
+    }
+  }
+  // max |got - want| relative to max |want|: float32 with other kernels and summation orders
+  const auto relative = [](const at::Tensor& got, const at::Tensor& want) {
+    return (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() /
+           std::max(want.abs().max().item<double>(), 1e-30);
+  };
+  const at::Tensor logits = model->forward(ref.tensor("inputs"));
+  const at::Tensor loss =
+      at::cross_entropy_loss(logits.flatten(0, 1), ref.tensor("targets").flatten(0, 1));
+  loss.backward();
+  CHECK(relative(logits.detach(), ref.tensor("logits")) <= 1e-5);
+  CHECK(std::abs(loss.item<double>() / ref.tensor("loss").item<double>() - 1) <= 1e-5);
+  double squares = 0;
+  for (const auto& p : model->named_parameters()) {
+    INFO(p.key());
+    const at::Tensor grad = p.value().grad();
+    CHECK(relative(grad, ref.tensor("grad/" + p.key())) <= 1e-5);
+    squares += grad.to(at::kDouble).square().sum().item<double>();
+  }
+  CHECK(std::abs(std::sqrt(squares) / ref.tensor("grad_norm").item<double>() - 1) <= 1e-4);
 }

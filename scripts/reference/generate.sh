@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates test/data/llama_reference.bin, the PyTorch reference that the
-# C++ Llama parity test compares titan-train's model against, and the Hugging
+# Regenerates test/data/llama_reference.bin and qwen3_reference.bin, the PyTorch references that the
+# C++ parity tests compare titan-train's models against, and the Hugging
 # Face import's reference (test/data/hf_tiny/, hf_llama_reference.bin,
 # hf_reference_run/: scripts/reference/hf_llama_reference.py).
 # Needs Debian's PyTorch (python3-torch) at /usr/bin/python3.
@@ -21,3 +21,5 @@ mkdir -p test/data
 # The Hugging Face import's reference: a tied bf16 sharded checkpoint of the tiny flavor, the
 # logits a transformers-convention Llama computes from it, and that forward's numerics trace.
 /usr/bin/python3 scripts/reference/hf_llama_reference.py --data-dir test/data
+# Qwen3's: a tied 2-layer model with head_dim other than dim / n_heads (test_qwen3.cpp).
+/usr/bin/python3 scripts/reference/qwen3_reference.py --out test/data/qwen3_reference.bin
