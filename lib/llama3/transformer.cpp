@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/causal_attention.h"
 #include "model/layers.h"
 #include "model/linear.h"
 #include "model/param_storage.h"
@@ -72,12 +71,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& freqs_c
   auto v = linear(wv, x).view({B, T, n_kv_heads_, head_dim_});
   q = apply_rotary_emb(q, freqs_cis);
   k = apply_rotary_emb(k, freqs_cis);
-  const int64_t n_rep = n_heads_ / n_kv_heads_;
-  k = repeat_kv(k, n_rep);
-  v = repeat_kv(v, n_rep);
-  auto out =
-      causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
-  return linear(wo, out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+  return attend_and_project(q, k, v, wo);
 }
 
 TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)

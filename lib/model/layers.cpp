@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "model/causal_attention.h"
 #include "model/linear.h"
 #include "model/param_storage.h"
 #include "model/swiglu.h"
@@ -30,6 +31,15 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep) {
   if (n_rep == 1) return x;
   const auto B = x.size(0), T = x.size(1), K = x.size(2), E = x.size(3);
   return x.unsqueeze(3).expand({B, T, K, n_rep, E}).reshape({B, T, K * n_rep, E});
+}
+
+at::Tensor attend_and_project(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const torch::nn::Linear& wo) {
+  const auto B = q.size(0), T = q.size(1), H = q.size(2), E = q.size(3);
+  const int64_t n_rep = H / k.size(2);
+  auto out = causal_attention(q.transpose(1, 2), repeat_kv(k, n_rep).transpose(1, 2),
+                              repeat_kv(v, n_rep).transpose(1, 2));  // (B, H, T, E)
+  return linear(wo, out.transpose(1, 2).reshape({B, T, H * E}));
 }
 
 void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {

@@ -28,6 +28,11 @@ TORCH_MODULE(FeedForward);
 // (B, T, K, E) -> (B, T, K * n_rep, E); kv head j serves query heads j*n_rep ... j*n_rep+n_rep-1.
 at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep);
 
+// Causal attention of q: (B, T, H, E) over k, v: (B, T, K, E), each kv head serving H / K query
+// heads (repeat_kv), its heads concatenated and projected by `wo`: (B, T, D).
+at::Tensor attend_and_project(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const torch::nn::Linear& wo);
+
 // ParamMemory::shape_only: `module`'s parameters keep their shape and lose their memory (a no-op
 // otherwise), and the freed memory goes back to the kernel.
 void make_shape_only(torch::nn::Module& module, const ParamMemory& memory);

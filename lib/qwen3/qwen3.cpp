@@ -3,7 +3,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "model/causal_attention.h"
 #include "model/linear.h"
 
 namespace titan::qwen3 {
@@ -94,12 +93,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& rope_ca
   if (k_norm) k = k_norm(k);
   q = apply_rope(q, rope_cache);
   k = apply_rope(k, rope_cache);
-  const int64_t n_rep = n_heads_ / n_kv_heads_;
-  k = repeat_kv(k, n_rep);
-  v = repeat_kv(v, n_rep);
-  auto out =
-      causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // (B, H, T, E)
-  return linear(wo, out.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+  return attend_and_project(q, k, v, wo);
 }
 
 BlockImpl::BlockImpl(int64_t layer_id, const ModelArgs& args) : layer_id_(layer_id) {
