@@ -6,7 +6,10 @@
 
 namespace titan {
 
-ModelImpl::ModelImpl(const ModelArgs& args) : args_(args) { runners_.resize(args.n_layers); }
+ModelImpl::ModelImpl(const ModelArgs& args) : args_(args) {
+  runners_.resize(args.n_layers);
+  for (int64_t i = 0; i < args.n_layers; ++i) block_names_.push_back("layers." + std::to_string(i));
+}
 
 at::Tensor ModelImpl::forward(const at::Tensor& tokens) {
   TORCH_CHECK(tokens.size(1) <= args_.max_seq_len, "sequence length ", tokens.size(1),
@@ -22,7 +25,7 @@ at::Tensor ModelImpl::forward(const at::Tensor& tokens) {
   if (observer_) observer_->stage_output(ForwardStage::kEmbedding, -1, h);
   for (int64_t layer = 0; layer < n_blocks(); ++layer) {
     BlockFunction run = [block = block_function(layer),
-                         name = "layers." + std::to_string(layer)](const at::Tensor& x) {
+                         name = block_names_[layer]](const at::Tensor& x) {
       // A span named after the block for profilers (a user scope: the op tracers, which record
       // FUNCTION scopes, do not see it), around its forward and its recomputation.
       RECORD_USER_SCOPE(name.c_str());

@@ -101,6 +101,7 @@ class ModelImpl : public torch::nn::Module {
  private:
   ModelArgs args_;
   std::vector<BlockRunner> runners_;
+  std::vector<std::string> block_names_;  // "layers.3": each block's profiler span
   std::shared_ptr<ForwardObserver> observer_;
   std::shared_ptr<UnitHooks> unit_hooks_;
 };

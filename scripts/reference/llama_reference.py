@@ -281,8 +281,9 @@ def generate(out):
     print("wrote %s (%d records)" % (out, len(recs)))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def reference_main(description, generate_fn, check_fn):
+    """The command line of a reference script: --out FILE writes and checks, --check FILE checks."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", help="write the reference file here")
     ap.add_argument("--check", metavar="FILE", help="parse FILE back and verify its logits")
     args = ap.parse_args()
@@ -290,10 +291,10 @@ def main():
         ap.error("give --out FILE and/or --check FILE")
     torch.set_num_threads(1)  # deterministic, byte-identical output
     if args.out:
-        generate(args.out)
+        generate_fn(args.out)
     for path in filter(None, (args.out, args.check)):
-        check(path)
+        check_fn(path)
 
 
 if __name__ == "__main__":
-    main()
+    reference_main(__doc__.splitlines()[0], generate, check)

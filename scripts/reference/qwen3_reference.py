@@ -17,14 +17,14 @@ How to regenerate: scripts/reference/generate.sh. The file format is
 llama_reference.py's (version 1); records in order: config, inputs, targets,
 param/<name> (named_parameters() order), logits, loss, grad/<name>, grad_norm.
 """
-import argparse
 import struct
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llama_reference import MAGIC, VERSION, RMSNorm, loss_fn, read_file, record, repeat_kv
+from llama_reference import (MAGIC, VERSION, RMSNorm, loss_fn, read_file, record, reference_main,
+                             repeat_kv)
 
 CFG = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=96,
            vocab_size=300, norm_eps=1e-6, rope_theta=1000000.0, tie_embeddings=1, seq_len=32,
@@ -156,19 +156,5 @@ def check(path):
     print("check OK: %d records, logits match the model's" % len(recs))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="write the reference file here")
-    ap.add_argument("--check", metavar="FILE", help="parse FILE back and verify its logits")
-    args = ap.parse_args()
-    if not args.out and not args.check:
-        ap.error("give --out FILE and/or --check FILE")
-    torch.set_num_threads(1)  # deterministic, byte-identical output
-    if args.out:
-        generate(args.out)
-    for path in filter(None, (args.out, args.check)):
-        check(path)
-
-
 if __name__ == "__main__":
-    main()
+    reference_main(__doc__.splitlines()[0], generate, check)
