@@ -14,6 +14,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "config/loader.h"
 #include "model/model_args.h"
+#include "models/registry.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/strings.h"
@@ -110,32 +111,28 @@ void check_output(const ExportRequest& r, const std::string& step_folder) {
   check_outside(r, step_folder);
 }
 
-// The model the checkpoint's config.toml builds (flavor, and training.seq_len as its RoPE table
-// length, as a run builds it).
-ModelArgs checkpoint_model_args(const CheckpointContents& c, const std::string& folder,
-                                Flavor& flavor) {
+// The config the checkpoint was saved with: its model (family, flavor, and training.seq_len as
+// its RoPE table length) is the one exported.
+Config checkpoint_config(const CheckpointContents& c, const std::string& folder) {
   Config config;
   apply_toml(config, c.config_toml, folder + "/config.toml");
-  flavor = config.model.flavor;
-  ModelArgs args = model_args_for_flavor(config.model.flavor);
-  args.max_seq_len = config.training.seq_len;
-  return args;
+  return config;
 }
 
 int export_hf(const ExportRequest& r, const std::string& folder, std::ostream& out) {
   check_outside(r, folder);
   const CheckpointContents c = load_checkpoint(folder);
-  Flavor flavor{};
-  const ModelArgs args = checkpoint_model_args(c, folder, flavor);
+  const Config config = checkpoint_config(c, folder);
+  const ModelArgs args = model_args_for(config);
   HfWriteOptions options;
   options.dtype = scalar_type(r);
-  options.tie_if_equal = hf_ties_embeddings(flavor);
+  options.tie_if_equal = hf_ties_embeddings(config.model.name, config.model.flavor);
   options.replace = r.force;
   const HfWriteRecord record = write_hf_checkpoint(r.output, c.model, args, options);
   out << fmt::format(
-      "exported {} (step {}) to {} as a Hugging Face Llama checkpoint: {} files, {}, {:.1f} "
+      "exported {} (step {}) to {} as a Hugging Face {} checkpoint: {} files, {}, {:.1f} "
       "MiB{}\n",
-      folder, c.step, record.path, record.files.size(), r.dtype,
+      folder, c.step, record.path, hf_family(args).title, record.files.size(), r.dtype,
       static_cast<double>(record.bytes) / (1 << 20),
       record.tied ? ", lm_head tied to embed_tokens" : "");
   return kExitOk;
@@ -150,11 +147,11 @@ std::string export_usage() {
          "       titan-train export CHECKPOINT_DIR -o FOLDER --hf "
          "[--dtype float32|bfloat16|float16] [--force]\n"
          "Writes the checkpoint's model weights (torchtitan's parameter names) as safetensors.\n"
-         "With --hf, a Hugging Face Llama checkpoint folder (config.json and model.safetensors,\n"
-         "or 5 GB shards with model.safetensors.index.json) that transformers' "
-         "LlamaForCausalLM\n"
-         "loads: its names, q/k rows in its rotate-half RoPE order, lm_head tied to the\n"
-         "embeddings only for the 1B flavor and only when they are bitwise equal.\n"
+         "With --hf, a Hugging Face checkpoint folder (config.json and model.safetensors,\n"
+         "or 5 GB shards with model.safetensors.index.json) that transformers'\n"
+         "LlamaForCausalLM or Qwen3ForCausalLM loads: its names; for Llama 3, q/k rows in its\n"
+         "rotate-half RoPE order and lm_head tied to the embeddings only for the 1B flavor and\n"
+         "only when they are bitwise equal; for a tied Qwen3, no lm_head.\n"
          "CHECKPOINT_DIR is a step-N folder or a folder of them (the latest is taken). An "
          "existing\n"
          "FILE or FOLDER is kept unless --force (a folder only when it holds nothing but such an\n"

@@ -11,6 +11,7 @@
 #include "data/sources.h"
 #include "data/text_encoding.h"
 #include "model/model_args.h"
+#include "models/registry.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/stop_signal.h"
@@ -144,7 +145,7 @@ int run_tokenize(const std::vector<std::string>& args, std::ostream& out, std::o
   const Config& config = request.config;
   check_text_dataset(config);
   check_tokenize_output(r, config);
-  const int64_t vocab_size = model_args_for_flavor(config.model.flavor).vocab_size;
+  const int64_t vocab_size = model_args_for(config).vocab_size;
   const TextEncoding text = text_encoding_for(config, vocab_size);
   for (const auto& note : text.notes) progress << "[titan] " << note << "\n";
   const auto source = make_token_source(training_dataset(config.training), 0,

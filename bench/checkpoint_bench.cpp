@@ -14,10 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/model_checkpoint.h"
-#include "config/enums.h"
 #include "model/model.h"
 #include "models/registry.h"
 
@@ -46,15 +46,17 @@ int main(int argc, char** argv) {
     std::cerr << "usage: titan-bench-checkpoint FLAVOR FOLDER ROUNDS\n";
     return 2;
   }
-  const auto flavor = parse_enum<Flavor>(argv[1]);
-  if (!flavor) {
-    std::cerr << "unknown flavor " << argv[1] << "\n";
+  ModelArgs args;
+  try {
+    args = flavor_args("llama3", argv[1]);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
     return 2;
   }
   const std::string folder = argv[2];
   const int rounds = std::stoi(argv[3]);
   torch::NoGradGuard no_grad;
-  Model model = build_model(model_args_for_flavor(*flavor));
+  Model model = build_model(args);
   model->init_weights();
   CheckpointContents contents;
   contents.model_only = true;

@@ -18,7 +18,6 @@
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
 #include "checkpoint/model_checkpoint.h"
-#include "config/enums.h"
 #include "model/model.h"
 #include "models/registry.h"
 #include "util/error.h"
@@ -34,7 +33,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 std::vector<NamedTensor> random_parameters(const ModelArgs& args, bool tied) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1234);
   std::vector<NamedTensor> out;
-  for (const auto& p : llama_parameter_shapes(args)) {
+  for (const auto& p : model_parameter_shapes(args)) {
     at::Tensor t = at::randn(p.sizes, gen, at::TensorOptions().dtype(at::kFloat));
     if (p.sizes.size() == 1) {
       t.mul_(0.1).add_(1.0);  // norm weights around 1
@@ -53,9 +52,7 @@ int run(const std::vector<std::string>& a) {
                  "loss FLAVOR DIR SEQ\n";
     return 2;
   }
-  const auto flavor = parse_enum<Flavor>(a[1]);
-  if (!flavor) throw ConfigError(a[1], "not a flavor");
-  const ModelArgs args = model_args_for_flavor(*flavor);
+  const ModelArgs args = flavor_args("llama3", a[1]);
   const auto start = std::chrono::steady_clock::now();
   if (a[0] == "write" && a.size() == 5) {
     HfWriteOptions o;

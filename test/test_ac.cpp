@@ -16,6 +16,7 @@
 #include "model/causal_attention.h"
 #include "model/rmsnorm.h"
 #include "model/swiglu.h"
+#include "models/registry.h"
 #include "step/step.h"
 #include "test_util.h"
 #include "util/error.h"
@@ -47,7 +48,7 @@ const Names kAllFour = {"layers.0", "layers.1", "layers.2", "layers.3"};
 // mode; one forward and backward in training mode.
 LossAndGrads loss_and_grads(const ActivationCheckpointConfig& config, double dropout = 0.0) {
   torch::manual_seed(42);
-  ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  ModelArgs args = flavor_args("llama3", "tiny");
   args.n_layers = 4;
   args.max_seq_len = 32;
   args.dropout = dropout;

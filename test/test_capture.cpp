@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 Config capture_config(const std::string& dir, AcMode ac = AcMode::kNone, int64_t micro = 1) {
   Config c;
   c.job.dump_folder = dir;
-  c.model.flavor = Flavor::kTiny;
+  c.model.flavor = "tiny";
   c.training.local_batch_size = 2;
   c.training.global_batch_size = 2 * micro;
   c.training.seq_len = 32;

@@ -18,6 +18,7 @@
 #include "catch_torch.h"
 #include "config/config.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 #include "parallel/data_parallel_plan.h"
 #include "parallel/fully_sharded_model.h"
 #include "parallel/split_checksum.h"
@@ -297,7 +298,7 @@ TEST_CASE(
     "fsdp: the params checksum from the shards is the whole model's tensors_checksum, hashed in "
     "chunks where each rank's rows are whole chunks and exchanged whole where not",
     "[distributed]") {
-  ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  ModelArgs args = flavor_args("llama3", "tiny");
   // An 8 MiB embedding and output (4096 x 512 float32): at 2 and 4 ranks each rank holds whole
   // 1 MiB chunks of them (hashed where they lie), at 3 ranks not (exchanged); the block's
   // weights are under a chunk (exchanged).

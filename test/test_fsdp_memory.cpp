@@ -12,6 +12,7 @@
 #include "catch_torch.h"
 #include "config/config.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
 #include "step/step.h"
@@ -29,7 +30,7 @@ TEST_CASE(
     "run loads initial weights read whole (not a Hugging Face folder's)",
     "[config]") {
   Config config;
-  const ModelArgs args = model_args_for_flavor(Flavor::k8B);
+  const ModelArgs args = flavor_args("llama3", "8B");
   const double n = static_cast<double>(args.num_params());
   const c10::Device cpu(c10::kCPU);
   const double largest = static_cast<double>(largest_unit_params(args));
@@ -56,6 +57,15 @@ TEST_CASE(
   CHECK(estimate_memory(args, loading, 1, cpu, 2).model_state == 16.0 * n / 2 + 8.0 * largest);
 }
 
+TEST_CASE("fsdp: a tied model's largest unit counts its one table once", "[config]") {
+  // Qwen3 tiny (tied): the table is 512 x 64 = 32,768 parameters; a block 49,344 (attention
+  // 3 x 8,192, SwiGLU 24,576, two norms and the q/k norms 192), so the blocks are the largest
+  // units. Counting the table twice would leave (131,520 - 65,536 - 64) / 2 = 32,960.
+  const ModelArgs tied = flavor_args("qwen3", "tiny");
+  REQUIRE(tied.num_params() == 131520);
+  CHECK(largest_unit_params(tied) == 49344);
+}
+
 TEST_CASE(
     "memory: the CPU attention estimate follows the kernel: 2 floats a query row for the fused "
     "kernels, the probabilities' causal triangle for blocked ATen",
@@ -64,7 +74,7 @@ TEST_CASE(
   config.training.seq_len = 4096;
   config.training.local_batch_size = 2;
   config.activation_checkpoint.mode = AcMode::kNone;  // every block holds its share
-  const ModelArgs args = model_args_for_flavor(Flavor::kDebugModel);
+  const ModelArgs args = flavor_args("llama3", "debugmodel");
   const c10::Device cpu(c10::kCPU);
   const double T = 4096, heads = 2.0 * static_cast<double>(args.n_heads);
   const double layers = static_cast<double>(args.n_layers);
@@ -91,7 +101,7 @@ TEST_CASE(
     "moments, and no full parameter or gradient",
     "[distributed]") {
   const int64_t world = 2;
-  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  const ModelArgs args = flavor_args("llama3", "tiny");
   int64_t full_bytes = 0;
   auto outputs = test::on_gloo_ranks(world, [&](ProcessGroup& group) -> test::RankOutputs {
     Transformer model(args);

@@ -23,7 +23,7 @@ namespace {
 
 std::vector<NamedTensor> zeros_for(const ModelArgs& args) {
   std::vector<NamedTensor> out;
-  for (const auto& p : llama_parameter_shapes(args)) out.push_back({p.name, at::zeros(p.sizes)});
+  for (const auto& p : model_parameter_shapes(args)) out.push_back({p.name, at::zeros(p.sizes)});
   return out;
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("hf: config.json mismatches are named, each field on its own", "[hf]")
                                                     "8192}"),
                                            "  \"rope_theta\": 500000.0,\n", ""),
                                   "  \"num_key_value_heads\": 2,\n", "");
-  const HfLlamaConfig parsed = parse(v5);
+  const HfConfig parsed = parse(v5);
   CHECK(parsed.rope_theta == 500000.0);
   CHECK(parsed.num_key_value_heads == 4);
   CHECK(hf_config_mismatches(parsed, test::tiny_model_args()).size() == 1);  // only the kv heads

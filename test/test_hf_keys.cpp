@@ -13,6 +13,7 @@
 #include "checkpoint/safetensors_reader.h"
 #include "checkpoint/sharded_checkpoint.h"
 #include "model/model_args.h"
+#include "models/registry.h"
 #include "test_ranks.h"
 #include "test_util.h"
 
@@ -72,8 +73,7 @@ TEST_CASE(
   CHECK(is_hf_checkpoint_folder(hf_step));
   CHECK(fs::exists(hf_step + "/config.json"));
   CHECK_FALSE(fs::exists(hf_step + "/manifest.txt"));
-  const auto written =
-      load_hf_checkpoint(hf_step, model_args_for_flavor(Flavor::kTiny), at::kFloat);
+  const auto written = load_hf_checkpoint(hf_step, flavor_args("llama3", "tiny"), at::kFloat);
   const auto saved = load_checkpoint(own + "/checkpoint/step-2").model;
   REQUIRE(written.size() == saved.size());
   for (size_t i = 0; i < saved.size(); ++i) {
@@ -131,7 +131,7 @@ TEST_CASE(
     "whole heads that hold them), bit for bit the rows of a whole load",
     "[hf][checkpoint]") {
   if (!fs::exists(hf_tiny() + "/config.json")) TITAN_SKIP("test/data/hf_tiny is absent");
-  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  const ModelArgs args = flavor_args("llama3", "tiny");
   HfLoadReport whole_report;
   const auto whole = load_hf_checkpoint(hf_tiny(), args, at::kFloat, &whole_report);
   // What every rank reads whatever its rows: the three files' length words and headers.

@@ -12,6 +12,7 @@
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_llama.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 #include "test_util.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -25,7 +26,7 @@ namespace {
 std::vector<NamedTensor> random_parameters(const ModelArgs& args, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<NamedTensor> out;
-  for (const auto& p : llama_parameter_shapes(args)) {
+  for (const auto& p : model_parameter_shapes(args)) {
     out.push_back({p.name, at::randn(p.sizes, gen, at::TensorOptions().dtype(at::kFloat))});
   }
   return out;
@@ -64,8 +65,8 @@ HfWriteOptions options(at::ScalarType dtype, uint64_t shard_bytes = kHfDefaultSh
 }  // namespace
 
 TEST_CASE("hf: names map both ways, inv_freq is skipped, others are unknown", "[hf]") {
-  for (const auto& flavor : {Flavor::kTiny, Flavor::k1B}) {
-    for (const auto& p : llama_parameter_shapes(model_args_for_flavor(flavor))) {
+  for (const char* flavor : {"tiny", "1B"}) {
+    for (const auto& p : model_parameter_shapes(flavor_args("llama3", flavor))) {
       INFO(p.name);
       CHECK(hf_to_titan_name(titan_to_hf_name(p.name)) == p.name);
     }
@@ -91,7 +92,7 @@ TEST_CASE("hf: the q/k permutation is torchtitan's and permute then unpermute is
   const auto rows = at::arange(4, at::kFloat).reshape({4, 1});
   CHECK(at::equal(permute_to_hf(rows, 1).flatten(), at::tensor({0.f, 2.f, 1.f, 3.f})));
   CHECK(at::equal(permute_from_hf(permute_to_hf(rows, 1), 1), rows));
-  const ModelArgs a = model_args_for_flavor(Flavor::k1B);
+  const ModelArgs a = flavor_args("llama3", "1B");
   for (const int64_t heads : {a.n_heads, a.kv_heads()}) {
     const auto w = at::randn({heads * a.head_dim(), 64});
     CHECK(same_tensor_bits(permute_from_hf(permute_to_hf(w, heads), heads), w));
@@ -224,8 +225,8 @@ TEST_CASE("hf: tied embeddings are handled as transformers does", "[hf]") {
   CHECK_FALSE(
       write_hf_checkpoint(dir + "/equal", params, test::tiny_model_args(), options(at::kFloat))
           .tied);
-  CHECK(hf_ties_embeddings(Flavor::k1B));
-  CHECK_FALSE(hf_ties_embeddings(Flavor::k8B));
+  CHECK(hf_ties_embeddings("llama3", "1B"));
+  CHECK_FALSE(hf_ties_embeddings("llama3", "8B"));
 
   // tie_word_embeddings with an lm_head.weight in the files: embed_tokens wins, with a note.
   std::string config = bytes_of(dir + "/untied/config.json");

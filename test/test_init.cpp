@@ -8,6 +8,7 @@
 
 #include "catch_torch.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 
 using namespace titan;
 
@@ -38,7 +39,7 @@ Spec expected_init(const std::string& name, const ModelArgs& args) {
 
 TEST_CASE("init: every debugmodel weight follows torchtitan's init statistics", "[init]") {
   torch::manual_seed(2024);
-  ModelArgs args = model_args_for_flavor(Flavor::kDebugModel);
+  ModelArgs args = flavor_args("llama3", "debugmodel");
   args.max_seq_len = 8;
   Transformer model(args);
   model->init_weights();

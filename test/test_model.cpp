@@ -18,7 +18,7 @@
 using namespace titan;
 
 TEST_CASE("model: debugmodel has 6,163,712 parameters", "[model]") {
-  ModelArgs args = model_args_for_flavor(Flavor::kDebugModel);
+  ModelArgs args = flavor_args("llama3", "debugmodel");
   CHECK(args.ffn_hidden_dim() == 768);
   CHECK(args.num_params() == 6163712);
   args.max_seq_len = 16;
@@ -65,12 +65,12 @@ TEST_CASE(
 }
 
 TEST_CASE("model: flavor shapes match Llama 3", "[model]") {
-  CHECK(model_args_for_flavor(Flavor::k8B).ffn_hidden_dim() == 14336);
-  CHECK(model_args_for_flavor(Flavor::k70B).ffn_hidden_dim() == 28672);
-  CHECK(model_args_for_flavor(Flavor::k405B).ffn_hidden_dim() == 53248);
-  CHECK(model_args_for_flavor(Flavor::k1B).ffn_hidden_dim() == 8192);
+  CHECK(flavor_args("llama3", "8B").ffn_hidden_dim() == 14336);
+  CHECK(flavor_args("llama3", "70B").ffn_hidden_dim() == 28672);
+  CHECK(flavor_args("llama3", "405B").ffn_hidden_dim() == 53248);
+  CHECK(flavor_args("llama3", "1B").ffn_hidden_dim() == 8192);
   // 8B with an untied output layer: 8,030,261,248 parameters.
-  CHECK(model_args_for_flavor(Flavor::k8B).num_params() == 8030261248LL);
+  CHECK(flavor_args("llama3", "8B").num_params() == 8030261248LL);
 }
 
 TEST_CASE("model: RoPE frequencies follow Llama 3.1 scaling, computed by hand", "[model]") {
@@ -258,7 +258,7 @@ TEST_CASE(
 
 TEST_CASE("model: logits at position t do not depend on tokens after t", "[model]") {
   torch::manual_seed(1);
-  ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  ModelArgs args = flavor_args("llama3", "tiny");
   args.max_seq_len = 32;
   Transformer model(args);
   model->init_weights();

@@ -21,7 +21,7 @@ namespace {
 Config traced_config(const std::string& dir, const std::string& level) {
   Config c;
   c.job.dump_folder = dir;
-  c.model.flavor = Flavor::kTiny;
+  c.model.flavor = "tiny";
   c.training.local_batch_size = 2;
   c.training.seq_len = 32;
   c.training.steps = 3;

@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "distributed/shard_layout.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
 #include "step/step.h"
@@ -27,7 +28,7 @@ namespace {
 // (as its two 32-bit halves), the gradient norm, the number of this rank's pieces, their elements
 // and whether they are split over a group of every rank.
 test::RankOutputs step_on(ProcessGroup& group, bool fsdp) {
-  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  const ModelArgs args = flavor_args("llama3", "tiny");
   Transformer model(args);
   {
     auto generator = at::detail::createCPUGenerator(3);
@@ -111,7 +112,7 @@ TEST_CASE(
     "init, bit for bit the rows of the whole model's, over 2 ranks and over 3 (rows that do not "
     "divide), no rank holding a whole parameter, and loaded rows land in the shards",
     "[distributed]") {
-  const ModelArgs args = model_args_for_flavor(Flavor::kTiny);
+  const ModelArgs args = flavor_args("llama3", "tiny");
   const uint64_t seed = 5;
   std::vector<at::Tensor> whole;
   {

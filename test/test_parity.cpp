@@ -20,6 +20,7 @@
 #include "ac/apply.h"
 #include "catch_torch.h"
 #include "llama3/transformer.h"
+#include "models/registry.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "reference_state.h"
@@ -207,7 +208,7 @@ TEST_CASE(
     "parity: a train step drops the gradients the last one left, as PyTorch 2's zero_grad does, "
     "so a parameter the backward does not reach is left as it was",
     "[parity]") {
-  Transformer model(model_args_for_flavor(Flavor::kTiny));
+  Transformer model(flavor_args("llama3", "tiny"));
   std::vector<at::Tensor> params = model->parameters();
   // Stepped by the optimizer but outside the model, with a gradient left from "an earlier step".
   at::Tensor outside = at::ones({8}).requires_grad_();
@@ -218,7 +219,7 @@ TEST_CASE(
   opt_config.weight_decay = 0.1;  // zeroed in place, the gradient would still decay the weight
   auto optimizer = build_optimizer(stepped, opt_config);
   auto generator = at::detail::createCPUGenerator(5);
-  const int64_t vocab = model_args_for_flavor(Flavor::kTiny).vocab_size;
+  const int64_t vocab = flavor_args("llama3", "tiny").vocab_size;
   std::vector<Batch> batches = {
       Batch{at::randint(vocab, {2, 8}, generator), at::randint(vocab, {2, 8}, generator), {}}};
   StepTarget target;

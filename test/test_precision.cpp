@@ -24,7 +24,7 @@ namespace {
 Config probed_config(const std::string& dir, MixedPrecision precision = MixedPrecision::kAuto) {
   Config c;
   c.job.dump_folder = dir;
-  c.model.flavor = Flavor::kTiny;
+  c.model.flavor = "tiny";
   c.training.local_batch_size = 2;
   c.training.seq_len = 64;
   c.training.steps = 2;
@@ -145,7 +145,7 @@ TEST_CASE(
   if (!cpu_has_avx2_fma()) TITAN_SKIP("SKIPPED: this CPU has no AVX2+FMA");
   const std::string dir = test::temp_dir("precision_fused");
   Config config = probed_config(dir);
-  config.model.flavor = Flavor::kDebugModel;
+  config.model.flavor = "debugmodel";
   config.training.seq_len = 128;
   const auto ops = reported_ops(train_and_read_report(config));
   // The unit tests' measurement (test_model.cpp: the fused kernel against float64 on float32
@@ -245,7 +245,7 @@ TEST_CASE("precision steps: grad_norm_accumulate float64 reports and clips with 
           "[precision]") {
   const std::string dir = test::temp_dir("precision_grad_norm");
   Config config = probed_config(dir + "/f32");
-  config.model.flavor = Flavor::kDebugModel;
+  config.model.flavor = "debugmodel";
   config.training.seq_len = 32;
   const std::string f32 = train_and_read_report(config);
   config.job.dump_folder = dir + "/f64";

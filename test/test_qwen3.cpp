@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "catch_torch.h"
+#include "config/model_catalog.h"
 #include "models/registry.h"
 #include "qwen3/qwen3.h"
 #include "reference_state.h"
@@ -27,7 +29,7 @@ ModelArgs small_args(bool tied) {
 
 TEST_CASE("qwen3: torchtitan's dense flavors, their shapes and parameter counts", "[model]") {
   CHECK(qwen3::dense_flavors() ==
-        std::vector<std::string>{"debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B"});
+        std::vector<std::string>{"tiny", "debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B"});
   const ModelArgs small = qwen3::flavor_args("0.6B");
   CHECK(small.head_dim() == 128);  // not dim / n_heads = 64
   CHECK(small.ffn_hidden_dim() == 3072);
@@ -195,3 +197,36 @@ TEST_CASE(
   }
   CHECK(std::abs(std::sqrt(squares) / ref.tensor("grad_norm").item<double>() - 1) <= 1e-4);
 }
+
+namespace titan {
+
+TEST_CASE(
+    "models: the config's catalog and the registry name the same families and flavors, and "
+    "every flavor offered has args",
+    "[model][config]") {
+  std::vector<std::string> offered_families;
+  for (const FamilyCatalog& f : model_catalog()) {
+    if (f.family.refused()) {
+      CHECK(f.flavors.empty());
+      continue;
+    }
+    INFO(f.family.name);
+    offered_families.push_back(f.family.name);
+    CHECK(offered_flavors(f) == family_flavors(f.family.name));
+    for (const std::string& flavor : offered_flavors(f)) {
+      INFO(flavor);
+      const ModelArgs args = flavor_args(f.family.name, flavor);
+      CHECK(args.family == f.family.name);
+      CHECK(args.num_params() > 0);
+    }
+    // A refused flavor is none the family builds.
+    for (const CatalogEntry& e : f.flavors) {
+      if (e.refused()) CHECK_THROWS_AS(flavor_args(f.family.name, e.name), std::invalid_argument);
+    }
+  }
+  CHECK(offered_families == model_families());
+  CHECK_THROWS_WITH(flavor_args("deepseek_v3", "16B"),
+                    "no model family \"deepseek_v3\" (registered: llama3, qwen3)");
+}
+
+}  // namespace titan

@@ -19,7 +19,7 @@ namespace {
 Config tiny_config(const std::string& tag) {
   Config c;
   c.job.dump_folder = test::temp_dir(tag);
-  c.model.flavor = Flavor::kTiny;
+  c.model.flavor = "tiny";
   c.training.local_batch_size = 8;
   c.training.seq_len = 64;
   c.training.steps = 30;

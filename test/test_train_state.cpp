@@ -17,7 +17,7 @@ namespace {
 Config snapshot_config(const std::string& tag, AcMode mode) {
   Config c;
   c.job.dump_folder = test::temp_dir(tag);
-  c.model.flavor = Flavor::kTiny;
+  c.model.flavor = "tiny";
   c.model.dropout = 0.1;  // consumes the CPU generator every step
   c.training.local_batch_size = 2;
   c.training.seq_len = 32;

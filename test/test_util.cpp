@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "models/registry.h"
 #include "util/files.h"
 
 namespace titan::test {
@@ -37,7 +38,7 @@ std::string run_step_lines(const std::string& dir) {
   return fingerprint_step_lines(dir + "/fingerprint.log");
 }
 
-ModelArgs tiny_model_args() { return model_args_for_flavor(Flavor::kTiny); }
+ModelArgs tiny_model_args() { return flavor_args("llama3", "tiny"); }
 
 std::string config_error_message(const std::function<void()>& f) {
   try {

@@ -31,7 +31,7 @@ constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 constexpr uint64_t kHfDefaultShardBytes = 5'000'000'000ull;
 
 struct HfLoadReport {
-  HfLlamaConfig config;
+  HfConfig config;
   std::vector<std::string> files;  // the safetensors files read, in order
   uint64_t bytes = 0;              // the bytes read from them (headers and the rows kept)
   // Of the files' headers: equal on ranks that read the same files (whatever rows each keeps).
@@ -60,7 +60,7 @@ uint64_t hf_max_file_bytes(const ModelArgs& args);
 // `keep` chooses the rows (first dimension) of each parameter to read: all (shards 0), or an
 // FSDP rank's (RowShare). Only those rows' bytes are read; for wq and wk, the whole heads that
 // hold them (the permutation works within a head).
-// Returns titan-train's parameters (their kept rows) in module order (llama_parameter_shapes);
+// Returns titan-train's parameters (their kept rows) in module order (model_parameter_shapes);
 // with tied embeddings output.weight is the same tensor as tok_embeddings.weight.
 // Throws ConfigError (exit 2) naming the file for a missing config.json, safetensors file or
 // tensor, a tensor of another shape or not floating, an unknown tensor, a shard other than the
@@ -95,7 +95,7 @@ struct HfWriteRecord {
 // write_hf_checkpoint does not write (ConfigError naming it). Returns whether it exists.
 bool check_hf_checkpoint_target(const std::string& folder, bool replace);
 
-// Writes titan-train's parameters `tensors` (exactly llama_parameter_shapes(args), any order,
+// Writes titan-train's parameters `tensors` (exactly model_parameter_shapes(args), any order,
 // any floating dtype and device) as a Hugging Face checkpoint folder `folder`, with its
 // config.json (hf_config_for). The folder is complete or absent: it is written as
 // .<name>.tmp beside it (a stale one removed first), every file flushed, then renamed into

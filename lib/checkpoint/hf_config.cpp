@@ -7,6 +7,7 @@
 #include <map>
 #include <system_error>
 
+#include "checkpoint/hf_llama.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/json_cursor.h"
@@ -16,7 +17,8 @@ namespace titan {
 namespace {
 
 constexpr const char* kHint =
-    "give the folder of a Hugging Face Llama checkpoint (config.json beside model.safetensors "
+    "give the folder of a Hugging Face Llama or Qwen3 checkpoint (config.json beside "
+    "model.safetensors "
     "or model.safetensors.index.json)";
 
 // A number that must be a non-negative integer (JSON writers may put 8192.0 for 8192).
@@ -82,8 +84,8 @@ void parse_rope_object(JsonCursor& cur, HfRopeScaling& s, std::optional<double>*
   }
 }
 
-HfLlamaConfig parse_fields(const std::string& text, const std::string& path) {
-  HfLlamaConfig c;
+HfConfig parse_fields(const std::string& text, const std::string& path) {
+  HfConfig c;
   std::map<std::string, bool> seen;
   std::optional<double> top_theta, nested_theta;
   std::optional<HfRopeScaling> scaling, parameters;
@@ -100,7 +102,8 @@ HfLlamaConfig parse_fields(const std::string& text, const std::string& path) {
         {"max_position_embeddings", &c.max_position_embeddings}};
     const std::map<std::string, bool*> flags = {{"tie_word_embeddings", &c.tie_word_embeddings},
                                                 {"attention_bias", &c.attention_bias},
-                                                {"mlp_bias", &c.mlp_bias}};
+                                                {"mlp_bias", &c.mlp_bias},
+                                                {"use_sliding_window", &c.use_sliding_window}};
     if (auto it = integers.find(key); it != integers.end()) {
       *it->second = whole_number(cur, key);
     } else if (auto f = flags.find(key); f != flags.end()) {
@@ -132,8 +135,8 @@ HfLlamaConfig parse_fields(const std::string& text, const std::string& path) {
   for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers",
                           "num_attention_heads", "vocab_size"}) {
     if (!seen.count(key)) {
-      throw ConfigError(path, fmt::format("\"{}\" is missing: not a Llama config.json", key),
-                        kHint);
+      throw ConfigError(
+          path, fmt::format("\"{}\" is missing: not a Llama or Qwen3 config.json", key), kHint);
     }
   }
   if (!seen.count("num_key_value_heads")) c.num_key_value_heads = c.num_attention_heads;
@@ -160,7 +163,7 @@ std::string python_float_repr(double value) {
   return s;
 }
 
-HfLlamaConfig parse_hf_config(const std::string& text, const std::string& path) {
+HfConfig parse_hf_config(const std::string& text, const std::string& path) {
   try {
     return parse_fields(text, path);
   } catch (const JsonSyntaxError& e) {
@@ -168,7 +171,7 @@ HfLlamaConfig parse_hf_config(const std::string& text, const std::string& path) 
   }
 }
 
-HfLlamaConfig read_hf_config(const std::string& path) {
+HfConfig read_hf_config(const std::string& path) {
   std::string text;
   try {
     text = read_file(path, kMaxTextFileBytes);
@@ -178,7 +181,7 @@ HfLlamaConfig read_hf_config(const std::string& path) {
   return parse_hf_config(text, path);
 }
 
-std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const ModelArgs& a) {
+std::vector<std::string> hf_config_mismatches(const HfConfig& c, const ModelArgs& a) {
   std::vector<std::string> out;
   auto integer = [&](const char* hf, int64_t hf_value, const char* titan, int64_t titan_value) {
     if (hf_value != titan_value) {
@@ -193,23 +196,35 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
                                 number_text(hf_value), titan, number_text(titan_value)));
     }
   };
-  if (c.model_type != "llama") {
-    out.push_back(fmt::format("model_type \"{}\" in config.json, titan-train builds \"llama\"",
-                              c.model_type));
+  const HfFamily& family = hf_family(a);
+  if (c.model_type != family.model_type) {
+    out.push_back(fmt::format("model_type \"{}\" in config.json, \"{}\" in the model ({})",
+                              c.model_type, family.model_type, a.family));
   }
   bool causal_lm = c.architectures.empty();
-  for (const auto& arch : c.architectures) causal_lm = causal_lm || arch == "LlamaForCausalLM";
+  for (const auto& arch : c.architectures) causal_lm = causal_lm || arch == family.architecture;
   if (!causal_lm) {
-    out.push_back(
-        fmt::format("architectures [{}] in config.json, titan-train builds "
-                    "LlamaForCausalLM",
-                    fmt::join(c.architectures, ", ")));
+    out.push_back(fmt::format("architectures [{}] in config.json, {} in the model",
+                              fmt::join(c.architectures, ", "), family.architecture));
   }
   integer("hidden_size", c.hidden_size, "dim", a.dim);
   integer("num_hidden_layers", c.num_hidden_layers, "n_layers", a.n_layers);
   integer("num_attention_heads", c.num_attention_heads, "n_heads", a.n_heads);
   integer("num_key_value_heads", c.num_key_value_heads, "n_kv_heads", a.kv_heads());
-  if (c.head_dim) integer("head_dim", *c.head_dim, "dim / n_heads", a.head_dim());
+  if (c.head_dim) {
+    integer("head_dim", *c.head_dim, a.head_dim_override ? "head_dim" : "dim / n_heads",
+            a.head_dim());
+  }
+  if (a.tie_embeddings && !c.tie_word_embeddings) {
+    out.push_back(
+        "tie_word_embeddings false in config.json, the model's output is its embedding "
+        "(enable_weight_tying)");
+  }
+  if (c.use_sliding_window) {
+    out.push_back(
+        "use_sliding_window true in config.json, causal attention over the whole "
+        "sequence in the model");
+  }
   integer("vocab_size", c.vocab_size, "vocab_size", a.vocab_size);
   integer("intermediate_size", c.intermediate_size, "the FFN hidden dim", a.ffn_hidden_dim());
   real("rms_norm_eps", c.rms_norm_eps, "norm_eps", a.norm_eps);
@@ -248,7 +263,7 @@ std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& c, const Mode
   return out;
 }
 
-void check_hf_config(const HfLlamaConfig& config, const ModelArgs& args, const std::string& path) {
+void check_hf_config(const HfConfig& config, const ModelArgs& args, const std::string& path) {
   const auto mismatches = hf_config_mismatches(config, args);
   if (mismatches.empty()) return;
   throw ConfigError(
@@ -274,9 +289,11 @@ std::string hf_dtype_name(at::ScalarType dtype) {
   }
 }
 
-HfLlamaConfig hf_config_for(const ModelArgs& a, at::ScalarType dtype, bool tie_word_embeddings) {
-  HfLlamaConfig c;
-  c.architectures = {"LlamaForCausalLM"};
+HfConfig hf_config_for(const ModelArgs& a, at::ScalarType dtype, bool tie_word_embeddings) {
+  HfConfig c;
+  const HfFamily& family = hf_family(a);
+  c.architectures = {family.architecture};
+  c.model_type = family.model_type;
   c.hidden_size = a.dim;
   c.intermediate_size = a.ffn_hidden_dim();
   c.num_hidden_layers = a.n_layers;
@@ -295,12 +312,12 @@ HfLlamaConfig hf_config_for(const ModelArgs& a, at::ScalarType dtype, bool tie_w
     s.original_max_position_embeddings = a.rope_scaling.original_max_position;
     c.rope_scaling = s;
   }
-  c.tie_word_embeddings = tie_word_embeddings;
+  c.tie_word_embeddings = tie_word_embeddings || a.tie_embeddings;
   c.torch_dtype = hf_dtype_name(dtype);
   return c;
 }
 
-std::string format_hf_config(const HfLlamaConfig& c) {
+std::string format_hf_config(const HfConfig& c) {
   auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
   auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
   auto whole = [](double v) { return fmt::format("{}", static_cast<int64_t>(v)); };
@@ -322,12 +339,18 @@ std::string format_hf_config(const HfLlamaConfig& c) {
   keys["initializer_range"] = "0.02";
   keys["intermediate_size"] = std::to_string(c.intermediate_size);
   keys["max_position_embeddings"] = std::to_string(c.max_position_embeddings);
-  keys["mlp_bias"] = boolean(c.mlp_bias);
+  const bool qwen3 = c.model_type == "qwen3";  // Qwen3Config's keys beside LlamaConfig's
+  if (!qwen3) keys["mlp_bias"] = boolean(c.mlp_bias);
+  if (qwen3) {
+    keys["max_window_layers"] = std::to_string(c.num_hidden_layers);
+    keys["sliding_window"] = "null";
+    keys["use_sliding_window"] = boolean(c.use_sliding_window);
+  }
   keys["model_type"] = quoted(c.model_type);
   keys["num_attention_heads"] = std::to_string(c.num_attention_heads);
   keys["num_hidden_layers"] = std::to_string(c.num_hidden_layers);
   keys["num_key_value_heads"] = std::to_string(c.num_key_value_heads);
-  keys["pretraining_tp"] = "1";
+  if (!qwen3) keys["pretraining_tp"] = "1";
   keys["rms_norm_eps"] = python_float_repr(c.rms_norm_eps);
   keys["rope_scaling"] = "null";
   if (c.rope_scaling) {

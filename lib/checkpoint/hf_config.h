@@ -1,5 +1,5 @@
-// A Hugging Face Llama checkpoint's config.json (transformers' LlamaConfig), read, checked
-// against titan-train's model args, and written.
+// A Hugging Face checkpoint's config.json (transformers' LlamaConfig or Qwen3Config), read,
+// checked against titan-train's model args, and written.
 //
 // Read: the fields that decide the shapes and the numerics of LlamaForCausalLM. The rope
 // parameters come in either of transformers' spellings: top-level "rope_theta" with a
@@ -33,7 +33,7 @@ struct HfRopeScaling {
   double original_max_position_embeddings = 8192;
 };
 
-struct HfLlamaConfig {
+struct HfConfig {
   std::vector<std::string> architectures;  // ["LlamaForCausalLM"]
   std::string model_type = "llama";
   int64_t hidden_size = 0;
@@ -51,33 +51,35 @@ struct HfLlamaConfig {
   std::string hidden_act = "silu";
   bool attention_bias = false;
   bool mlp_bias = false;
-  std::string torch_dtype;  // "" when absent
+  bool use_sliding_window = false;  // Qwen3Config's
+  std::string torch_dtype;          // "" when absent
 };
 
 // Parses config.json text. Throws ConfigError naming `path` (and the JSON column) for malformed
 // JSON, a field of the wrong type, or a required shape field missing.
-HfLlamaConfig parse_hf_config(const std::string& text, const std::string& path);
+HfConfig parse_hf_config(const std::string& text, const std::string& path);
 
 // Reads and parses `path`: a regular file of at most kMaxTextFileBytes. Throws FileRefused or
 // ConfigError naming the path.
-HfLlamaConfig read_hf_config(const std::string& path);
+HfConfig read_hf_config(const std::string& path);
 
 // Every way `config` (read from `path`) differs from the model `args` builds, one line each
 // naming both sides ("num_key_value_heads 8 in config.json, n_kv_heads 4 in the model"); empty
 // when transformers' model and titan-train's compute the same function. max_position_embeddings
 // is not compared (titan-train's table is training.seq_len long; llama3 RoPE scaling uses
 // original_max_position_embeddings).
-std::vector<std::string> hf_config_mismatches(const HfLlamaConfig& config, const ModelArgs& args);
+std::vector<std::string> hf_config_mismatches(const HfConfig& config, const ModelArgs& args);
 
 // Throws ConfigError whose `where` is `path`, listing every mismatch, when there is one.
-void check_hf_config(const HfLlamaConfig& config, const ModelArgs& args, const std::string& path);
+void check_hf_config(const HfConfig& config, const ModelArgs& args, const std::string& path);
 
 // The config.json of the model `args` builds, its weights stored in `dtype`, with
-// tie_word_embeddings as given.
-HfLlamaConfig hf_config_for(const ModelArgs& args, at::ScalarType dtype, bool tie_word_embeddings);
+// tie_word_embeddings as given (always set for a tied model: args.tie_embeddings). model_type,
+// architectures and the keys written follow the family (hf_llama.h's HfFamily).
+HfConfig hf_config_for(const ModelArgs& args, at::ScalarType dtype, bool tie_word_embeddings);
 
 // config.json's text (see the top of this file).
-std::string format_hf_config(const HfLlamaConfig& config);
+std::string format_hf_config(const HfConfig& config);
 
 // "float32", "bfloat16", "float16" (transformers' torch_dtype names). Throws RuntimeFailure for
 // another dtype.

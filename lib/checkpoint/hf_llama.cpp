@@ -22,6 +22,13 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"feed_forward.w3.weight", "mlp.up_proj.weight"},
     {"attention_norm.weight", "input_layernorm.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"attention.q_norm.weight", "self_attn.q_norm.weight"},
+    {"attention.k_norm.weight", "self_attn.k_norm.weight"},
+};
+
+const HfFamily kHfFamilies[] = {
+    {"llama3", "Llama", "llama", "LlamaForCausalLM", true},
+    {"qwen3", "Qwen3", "qwen3", "Qwen3ForCausalLM", false},
 };
 
 const std::pair<const char*, const char*> kModelNames[] = {
@@ -58,6 +65,14 @@ at::Tensor reorder_rows(const at::Tensor& w, int64_t n_heads, bool to_hf) {
 
 }  // namespace
 
+const HfFamily& hf_family(const ModelArgs& args) {
+  for (const HfFamily& f : kHfFamilies) {
+    if (f.family == args.family) return f;
+  }
+  throw std::invalid_argument(
+      fmt::format("model family \"{}\" has no Hugging Face layout", args.family));
+}
+
 std::string titan_to_hf_name(const std::string& titan_name) {
   for (const auto& [titan, hf] : kModelNames) {
     if (titan_name == titan) return hf;
@@ -67,7 +82,8 @@ std::string titan_to_hf_name(const std::string& titan_name) {
       if (layer->second == titan) return "model.layers." + layer->first + "." + hf;
     }
   }
-  throw std::invalid_argument(fmt::format("\"{}\" is not a Llama parameter", titan_name));
+  throw std::invalid_argument(
+      fmt::format("\"{}\" is not a parameter of a Llama 3 or Qwen3 model", titan_name));
 }
 
 std::optional<std::string> hf_to_titan_name(const std::string& hf_name) {
@@ -96,6 +112,7 @@ at::Tensor permute_from_hf(const at::Tensor& w, int64_t n_heads) {
 }
 
 int64_t permuted_heads(const std::string& titan_name, const ModelArgs& args) {
+  if (!hf_family(args).permutes_qk) return 0;
   if (auto layer = split_layer(titan_name, "layers.")) {
     if (layer->second == "attention.wq.weight") return args.n_heads;
     if (layer->second == "attention.wk.weight") return args.kv_heads();
@@ -103,12 +120,16 @@ int64_t permuted_heads(const std::string& titan_name, const ModelArgs& args) {
   return 0;
 }
 
-std::vector<ParameterShape> llama_parameter_shapes(const ModelArgs& a) {
+std::vector<ParameterShape> model_parameter_shapes(const ModelArgs& a) {
   const int64_t d = a.dim, q = a.n_heads * a.head_dim(), kv = a.kv_heads() * a.head_dim();
-  const int64_t f = a.ffn_hidden_dim();
+  const int64_t f = a.ffn_hidden_dim(), e = a.head_dim();
   std::vector<ParameterShape> out = {{"tok_embeddings.weight", {a.vocab_size, d}}};
   for (int64_t i = 0; i < a.n_layers; ++i) {
     const std::string p = fmt::format("layers.{}.", i);
+    if (a.qk_norm) {  // registered first, as torchtitan's Attention does
+      out.push_back({p + "attention.q_norm.weight", {e}});
+      out.push_back({p + "attention.k_norm.weight", {e}});
+    }
     out.push_back({p + "attention.wq.weight", {q, d}});
     out.push_back({p + "attention.wk.weight", {kv, d}});
     out.push_back({p + "attention.wv.weight", {kv, d}});
@@ -120,11 +141,13 @@ std::vector<ParameterShape> llama_parameter_shapes(const ModelArgs& a) {
     out.push_back({p + "ffn_norm.weight", {d}});
   }
   out.push_back({"norm.weight", {d}});
-  out.push_back({"output.weight", {a.vocab_size, d}});
+  if (!a.tie_embeddings) out.push_back({"output.weight", {a.vocab_size, d}});
   return out;
 }
 
-bool hf_ties_embeddings(Flavor flavor) { return flavor == Flavor::k1B; }
+bool hf_ties_embeddings(const std::string& family, const std::string& flavor) {
+  return family == "llama3" && flavor == "1B";
+}
 
 bool same_tensor_bits(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;

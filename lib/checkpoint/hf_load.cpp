@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kHfFolderHint =
-    "give the folder of a Hugging Face Llama checkpoint written for this model.flavor";
+    "give the folder of a Hugging Face checkpoint written for this model.name and model.flavor";
 
 std::string shape_text(at::IntArrayRef sizes) {
   return fmt::format("[{}]", fmt::join(sizes, ", "));
@@ -168,7 +168,9 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
   }
 
   std::map<std::string, std::vector<int64_t>> expected;
-  for (const auto& p : llama_parameter_shapes(args)) expected[p.name] = p.sizes;
+  for (const auto& p : model_parameter_shapes(args)) expected[p.name] = p.sizes;
+  // A tied model has no output.weight; a file's lm_head.weight is read (checked, then skipped).
+  if (args.tie_embeddings) expected["output.weight"] = {args.vocab_size, args.dim};
   std::map<std::string, at::Tensor> loaded;     // by titan name
   std::map<std::string, std::string> found_in;  // HF name -> file
   at::Tensor lm_head;
@@ -251,8 +253,8 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
   if (r.config.tie_word_embeddings && loaded.count("tok_embeddings.weight")) {
     // As transformers: lm_head is embed_tokens, whatever lm_head.weight the files hold.
     r.tied = true;
-    loaded["output.weight"] = loaded["tok_embeddings.weight"];
-    if (lm_head.defined() && !at::equal(lm_head, loaded["output.weight"])) {
+    if (!args.tie_embeddings) loaded["output.weight"] = loaded["tok_embeddings.weight"];
+    if (lm_head.defined() && !at::equal(lm_head, loaded["tok_embeddings.weight"])) {
       r.notes.push_back(
           fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight "
                       "and is not used: config.json sets tie_word_embeddings",
@@ -260,7 +262,7 @@ std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const Model
     }
   }
   std::vector<NamedTensor> out;
-  for (const auto& p : llama_parameter_shapes(args)) {
+  for (const auto& p : model_parameter_shapes(args)) {
     auto it = loaded.find(p.name);
     if (it == loaded.end()) {
       const std::string hf = titan_to_hf_name(p.name);

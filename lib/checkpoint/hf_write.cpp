@@ -33,7 +33,7 @@ std::vector<HfEntry> hf_entries(const std::vector<NamedTensor>& tensors, const M
       throw ConfigError(folder, fmt::format("tensor \"{}\" is given twice", t.name));
     }
   }
-  const auto shapes = llama_parameter_shapes(args);
+  const auto shapes = model_parameter_shapes(args);
   if (by_name.size() > shapes.size()) {
     for (const auto& t : tensors) {
       bool known = false;
@@ -60,6 +60,10 @@ std::vector<HfEntry> hf_entries(const std::vector<NamedTensor>& tensors, const M
     const int64_t numel = it->second.numel();
     out.push_back({titan_to_hf_name(p.name), it->second, permuted_heads(p.name, args),
                    static_cast<uint64_t>(numel) * at::elementSize(o.dtype)});
+  }
+  if (args.tie_embeddings) {  // no output.weight: the model's output is its embedding
+    tied = true;
+    return out;
   }
   tied = o.tie_if_equal &&
          same_tensor_bits(by_name.at("output.weight"), by_name.at("tok_embeddings.weight"));

@@ -41,8 +41,8 @@ struct ProfilingConfig {
 };
 
 struct ModelConfig {
-  std::string name = "llama3";
-  Flavor flavor = Flavor::kDebugModel;
+  std::string name = "llama3";        // the family (config/model_catalog.h)
+  std::string flavor = "debugmodel";  // one of the family's flavors
   double dropout = 0.0;
   std::string hf_assets_path = "./tests/assets/tokenizer";
   std::string tokenizer_path = "";  // deprecated alias of hf_assets_path (torchtitan's)

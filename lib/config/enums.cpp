@@ -4,8 +4,6 @@ namespace titan {
 
 // Each list is in the enum's declaration order (test_config checks the round trip).
 
-TITAN_ENUM_NAMES(Flavor, "tiny", "debugmodel", "debugmodel_wide", "1B", "8B", "70B", "405B",
-                 "debugmodel_flex_attn", "debugmodel_varlen_attn", "8B_flex", "8B_varlen")
 TITAN_ENUM_NAMES(DatasetKind, "synthetic", "text", "jsonl", "tokens", "c4", "c4_test",
                  "c4_validation")
 TITAN_ENUM_NAMES(TokenDtype, "uint16", "uint32")

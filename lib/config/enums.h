@@ -12,20 +12,6 @@
 
 namespace titan {
 
-// The last four are torchtitan's flex and varlen attention variants, refused (validate()).
-enum class Flavor {
-  kTiny,
-  kDebugModel,
-  kDebugModelWide,
-  k1B,
-  k8B,
-  k70B,
-  k405B,
-  kDebugModelFlexAttn,
-  kDebugModelVarlenAttn,
-  k8BFlex,
-  k8BVarlen,
-};
 // The c4 kinds read a local copy in the c4 layout (data/sources.h).
 enum class DatasetKind { kSynthetic, kText, kJsonl, kTokens, kC4, kC4Test, kC4Validation };
 enum class TokenDtype { kUint16, kUint32 };
@@ -94,8 +80,6 @@ std::optional<E> parse_enum(const std::string& text) {
   return std::nullopt;
 }
 
-template <>
-const std::vector<std::string>& enum_names<Flavor>();
 template <>
 const std::vector<std::string>& enum_names<DatasetKind>();
 template <>

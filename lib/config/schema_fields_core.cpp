@@ -1,5 +1,6 @@
 // The field table's first part: [job], [model], [training], [training.dataloader], [optimizer],
 // [lr_scheduler], [metrics].
+#include "config/model_catalog.h"
 #include "config/schema_build.h"
 
 namespace titan::schema {
@@ -28,8 +29,14 @@ void add_job(Config& c, std::vector<FieldSpec>& out) {
 
 void add_model(Config& c, std::vector<FieldSpec>& out) {
   auto& m = c.model;
-  out.push_back(with_choices(field("model", "name", &m.name, "Model family"), {"llama3"}));
-  out.push_back(enum_field("model", "flavor", &m.flavor, "Model size"));
+  std::vector<std::string> families;
+  for (const FamilyCatalog& f : model_catalog()) families.push_back(f.family.name);
+  out.push_back(with_choices(field("model", "name", &m.name, "Model family"), families));
+  out.push_back(
+      field("model", "flavor", &m.flavor,
+            "Model size, a flavor of the model.name family (llama3: tiny, debugmodel, "
+            "debugmodel_wide, 1B, 8B, 70B, 405B; qwen3: tiny, debugmodel, 0.6B, 1.7B, 4B, 8B, "
+            "14B, 32B)"));
   out.push_back(at_least(field("model", "dropout", &m.dropout,
                                "Dropout probability on the attention and FFN outputs (training "
                                "only)"),

@@ -1,11 +1,13 @@
 #include "config/validate_keys.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include <algorithm>
 #include <filesystem>
 
 #include "config/loader.h"
+#include "config/model_catalog.h"
 #include "config/run_folder.h"
 #include "config/schema.h"
 #include "util/error.h"
@@ -20,19 +22,32 @@ bool is_default(const FieldSpec& f) {
 
 std::string value_text(const FieldSpec& f) { return f.has_value() ? f.value_as_toml() : "unset"; }
 
-void refuse_flavor(const Config& config) {
-  const Flavor flavor = config.model.flavor;
-  const bool flex = flavor == Flavor::kDebugModelFlexAttn || flavor == Flavor::k8BFlex;
-  const bool varlen = flavor == Flavor::kDebugModelVarlenAttn || flavor == Flavor::k8BVarlen;
-  if (!flex && !varlen) return;
-  const bool debug =
-      flavor == Flavor::kDebugModelFlexAttn || flavor == Flavor::kDebugModelVarlenAttn;
-  throw ConfigError(key_location(config, "model.flavor"),
-                    fmt::format("\"{}\" needs {} attention, which titan-train does not have",
-                                to_string(flavor), flex ? "FlexAttention's" : "variable-length"),
-                    fmt::format("use flavor = \"{}\": the same model with causal attention over "
-                                "the whole sequence",
-                                debug ? "debugmodel" : "8B"));
+// model.name and model.flavor: an offered family and one of its offered flavors.
+void check_model_choice(const Config& config) {
+  const ModelConfig& m = config.model;
+  const FamilyCatalog* family = find_family(m.name);
+  if (family == nullptr) {  // the schema's choices let only catalog names through
+    throw ConfigError(key_location(config, "model.name"),
+                      fmt::format("\"{}\" is not a model family", m.name), "use llama3 or qwen3");
+  }
+  if (family->family.refused()) {
+    throw ConfigError(key_location(config, "model.name"),
+                      fmt::format("\"{}\" {}", m.name, family->family.why), family->family.hint);
+  }
+  for (const CatalogEntry& flavor : family->flavors) {
+    if (flavor.name != m.flavor) continue;
+    if (!flavor.refused()) return;
+    throw ConfigError(key_location(config, "model.flavor"),
+                      fmt::format("{} flavor \"{}\" {}", m.name, m.flavor, flavor.why),
+                      flavor.hint);
+  }
+  const std::vector<std::string> flavors = offered_flavors(*family);
+  const std::string close = closest_match(m.flavor, flavors);
+  throw ConfigError(
+      key_location(config, "model.flavor"),
+      fmt::format("\"{}\" is not a flavor of model.name \"{}\"", m.flavor, m.name),
+      fmt::format("{}{}'s flavors: {}", close.empty() ? "" : "did you mean \"" + close + "\"? ",
+                  m.name, fmt::join(flavors, ", ")));
 }
 
 void check_checkpoint_keys(const Config& config) {
@@ -162,7 +177,7 @@ void check_key_kinds(const Config& config) {
 }
 
 void check_torchtitan_keys(const Config& config) {
-  refuse_flavor(config);
+  check_model_choice(config);
   check_checkpoint_keys(config);
   check_output_names(config);
   check_validation(config);

@@ -91,8 +91,7 @@ TextEncoding text_encoding_for(const Config& config, int64_t model_vocab_size) {
     throw ConfigError(
         "model.hf_assets_path",
         fmt::format("the tokenizer in {} has {} tokens, but model.flavor \"{}\" has vocab_size {}",
-                    path, out.tokenizer->vocab_size(), to_string(config.model.flavor),
-                    model_vocab_size),
+                    path, out.tokenizer->vocab_size(), config.model.flavor, model_vocab_size),
         "use the flavor the tokenizer was made for (Llama 3's 128,256 tokens: 1B, 8B, 70B, "
         "405B), or the tokenizer of this flavor");
   }
@@ -102,7 +101,7 @@ TextEncoding text_encoding_for(const Config& config, int64_t model_vocab_size) {
         fmt::format("the tokenizer in {} can emit id {} ({}), but model.flavor \"{}\" has "
                     "vocab_size {}: every id must be below it",
                     path, out.tokenizer->largest_id(), out.tokenizer->info().largest_id_source,
-                    to_string(config.model.flavor), model_vocab_size),
+                    config.model.flavor, model_vocab_size),
         "give that token an id below the model's vocab_size, or use a flavor whose vocabulary "
         "holds every id of the tokenizer");
   }

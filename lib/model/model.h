@@ -37,7 +37,8 @@ class ForwardObserver {
 // The forward's units of parameters, as FSDP groups them (torchtitan's: the embedding, each
 // block, the final norm with the output). A UnitHooks, when set, is called around each unit,
 // outside activation checkpointing's function, so that a unit's parameters can be gathered
-// before it computes and released after.
+// before it computes and released after. A tied model (args().tie_embeddings) holds its output
+// weight once, in the embedding unit: the head computes with the embedding unit's parameters too.
 enum class ParamUnit { kEmbedding, kBlock, kHead };
 class UnitHooks {
  public:

@@ -1,12 +1,11 @@
-// Llama 3 shapes: the flavors torchtitan defines, plus a tiny one for tests.
+// A model's shape: what every family's flavors set (each family's library lists its flavors;
+// models/registry.h finds them by name).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "config/enums.h"
 
 namespace titan {
 
@@ -51,8 +50,5 @@ struct ModelArgs {
   int64_t num_params() const;
   int64_t num_embedding_params() const { return vocab_size * dim; }
 };
-
-// The args of a flavor (the list of flavors lives in config/enums.h).
-ModelArgs model_args_for_flavor(Flavor flavor);
 
 }  // namespace titan

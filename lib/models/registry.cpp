@@ -3,8 +3,10 @@
 #include <functional>
 #include <stdexcept>
 
+#include "llama3/flavors.h"
 #include "llama3/transformer.h"
 #include "qwen3/qwen3.h"
+#include "util/error.h"
 
 namespace titan {
 
@@ -13,21 +15,31 @@ using ModelBuilder = std::function<Model(const ModelArgs&, const ParamMemory&)>;
 
 struct Family {
   const char* name;
+  std::function<const std::vector<std::string>&()> flavors;
+  std::function<ModelArgs(const std::string&)> flavor_args;
   ModelBuilder build;
 };
 
+template <class Impl>
+Model make_model(const ModelArgs& args, const ParamMemory& memory) {
+  return Model(std::shared_ptr<ModelImpl>(std::make_shared<Impl>(args, memory)));
+}
+
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
-      {"llama3",
-       [](const ModelArgs& a, const ParamMemory& m) {
-         return Model(std::shared_ptr<ModelImpl>(std::make_shared<TransformerImpl>(a, m)));
-       }},
-      {"qwen3",
-       [](const ModelArgs& a, const ParamMemory& m) {
-         return Model(std::shared_ptr<ModelImpl>(std::make_shared<qwen3::Qwen3Impl>(a, m)));
-       }},
+      {"llama3", llama3::flavors, llama3::flavor_args, make_model<TransformerImpl>},
+      {"qwen3", qwen3::dense_flavors, qwen3::flavor_args, make_model<qwen3::Qwen3Impl>},
   };
   return kFamilies;
+}
+
+const Family& family_named(const std::string& name) {
+  for (const Family& f : families()) {
+    if (name == f.name) return f;
+  }
+  std::string known;
+  for (const std::string& n : model_families()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("no model family \"" + name + "\" (registered: " + known + ")");
 }
 }  // namespace
 
@@ -37,14 +49,28 @@ std::vector<std::string> model_families() {
   return names;
 }
 
+std::vector<std::string> family_flavors(const std::string& family) {
+  return family_named(family).flavors();
+}
+
+ModelArgs flavor_args(const std::string& family, const std::string& flavor) {
+  return family_named(family).flavor_args(flavor);
+}
+
 Model build_model(const ModelArgs& args, const ParamMemory& memory) {
-  for (const Family& f : families()) {
-    if (args.family == f.name) return f.build(args, memory);
+  return family_named(args.family).build(args, memory);
+}
+
+ModelArgs model_args_for(const Config& config) {
+  ModelArgs args;
+  try {
+    args = flavor_args(config.model.name, config.model.flavor);
+  } catch (const std::invalid_argument& e) {  // a config read without validate(): a saved one
+    throw ConfigError("model.flavor", e.what(), "name a family and flavor titan-train builds");
   }
-  std::string known;
-  for (const std::string& name : model_families()) known += (known.empty() ? "" : ", ") + name;
-  throw std::invalid_argument("no model family \"" + args.family + "\" (registered: " + known +
-                              ")");
+  args.max_seq_len = config.training.seq_len;
+  args.dropout = config.model.dropout;
+  return args;
 }
 
 }  // namespace titan

@@ -35,6 +35,7 @@ class FullyShardedModel::Hooks : public UnitHooks {
   explicit Hooks(FullyShardedModel& owner) : owner_(owner) {}
   void unit_starting(ParamUnit unit, int64_t layer) override {
     owner_.unit_of(unit, layer).gather();
+    if (unit == ParamUnit::kHead && owner_.tied()) owner_.units_.front()->gather();
     if (!owner_.prefetch_) return;
     const size_t index = unit == ParamUnit::kEmbedding ? 0
                          : unit == ParamUnit::kBlock   ? static_cast<size_t>(layer) + 1
@@ -42,7 +43,14 @@ class FullyShardedModel::Hooks : public UnitHooks {
     if (index + 1 < owner_.units_.size()) owner_.units_[index + 1]->prefetch();
   }
   at::Tensor unit_finished(ParamUnit unit, int64_t layer, const at::Tensor& output) override {
-    return owner_.unit_of(unit, layer).after_forward(output, owner_.reshards(unit));
+    at::Tensor out = owner_.unit_of(unit, layer).after_forward(output, owner_.reshards(unit));
+    // The tied output weight: released as the embedding's policy says, and gathered again for
+    // the head's backward. Its gradient, the sum of both uses, is reduced once, after the
+    // embedding's backward (the parameter's AccumulateGrad waits for both).
+    if (unit == ParamUnit::kHead && owner_.tied()) {
+      out = owner_.units_.front()->after_forward(out, owner_.reshards(ParamUnit::kEmbedding));
+    }
+    return out;
   }
 
  private:

@@ -146,6 +146,8 @@ class FullyShardedModel {
   // `unit`'s full gradients, all-gathered from the shards' gradients (zeros where none).
   std::vector<at::Tensor> gathered_gradients(ShardedUnit& unit);
   bool reshards(ParamUnit unit) const;
+  // The head computes with the embedding unit's weight (model/model.h).
+  bool tied() const { return model_->args().tie_embeddings; }
 
   Model model_;
   ProcessGroup& group_;

@@ -12,14 +12,16 @@ struct DenseFlavor {
   const char* name;
   int64_t vocab_size, dim, n_layers, n_heads, hidden_dim;
   bool tied;
+  int64_t n_kv_heads = 8, head_dim = 128;
 };
 // torchtitan v0.2.2's qwen3_args (models/qwen3/__init__.py): every one with 8 kv heads, head_dim
-// 128, qk_norm, rope_theta 1e6 and RMSNorm eps 1e-6.
+// 128, qk_norm, rope_theta 1e6 and RMSNorm eps 1e-6. tiny is titan-train's own, for tests: small,
+// tied, with GQA and a head_dim beside dim / n_heads.
 const DenseFlavor kDense[] = {
-    {"debugmodel", 2048, 256, 8, 16, 3072, true}, {"0.6B", 151936, 1024, 28, 16, 3072, true},
-    {"1.7B", 151936, 2048, 28, 16, 6144, true},   {"4B", 151936, 2560, 36, 32, 9728, true},
-    {"8B", 151936, 4096, 36, 32, 12288, false},   {"14B", 151936, 5120, 40, 40, 17408, false},
-    {"32B", 151936, 5120, 64, 64, 25600, false},
+    {"tiny", 512, 64, 2, 4, 128, true, 2, 32},   {"debugmodel", 2048, 256, 8, 16, 3072, true},
+    {"0.6B", 151936, 1024, 28, 16, 3072, true},  {"1.7B", 151936, 2048, 28, 16, 6144, true},
+    {"4B", 151936, 2560, 36, 32, 9728, true},    {"8B", 151936, 4096, 36, 32, 12288, false},
+    {"14B", 151936, 5120, 40, 40, 17408, false}, {"32B", 151936, 5120, 64, 64, 25600, false},
 };
 }  // namespace
 
@@ -38,8 +40,8 @@ ModelArgs flavor_args(const std::string& flavor) {
     ModelArgs a;
     a.family = "qwen3";
     a.vocab_size = f.vocab_size, a.dim = f.dim, a.n_layers = f.n_layers, a.n_heads = f.n_heads;
-    a.n_kv_heads = 8;
-    a.head_dim_override = 128;
+    a.n_kv_heads = f.n_kv_heads;
+    a.head_dim_override = f.head_dim;
     a.hidden_dim = f.hidden_dim;
     a.qk_norm = true;
     a.tie_embeddings = f.tied;

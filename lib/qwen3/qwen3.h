@@ -25,7 +25,8 @@
 
 namespace titan::qwen3 {
 
-// torchtitan's qwen3 flavors without MoE: debugmodel, 0.6B, 1.7B, 4B, 8B, 14B, 32B.
+// torchtitan's qwen3 flavors without MoE (debugmodel, 0.6B, 1.7B, 4B, 8B, 14B, 32B), after
+// titan-train's tiny (for tests).
 const std::vector<std::string>& dense_flavors();
 // The args of a dense flavor (family "qwen3"). Throws std::invalid_argument for another name.
 ModelArgs flavor_args(const std::string& flavor);

@@ -258,7 +258,7 @@ void Checkpointer::load_hf_rows(const std::string& path, HfLoadReport& report) {
   const auto tensors =
       load_hf_checkpoint(path, model_->args(), parameter_dtype(), &report, layout_.rows);
   std::vector<int64_t> total_rows;
-  for (const auto& p : llama_parameter_shapes(model_->args())) {
+  for (const auto& p : model_parameter_shapes(model_->args())) {
     total_rows.push_back(p.sizes.empty() ? 1 : p.sizes[0]);
   }
   // Ranks that keep rows apart cannot hash the same tensors: they compare the files' headers.

@@ -195,7 +195,7 @@ SaveRecord Checkpointer::save_hf(int64_t step) {
   const auto start = SteadyClock::now();
   HfWriteOptions options;
   options.dtype = export_scalar_type(config_.checkpoint.export_dtype);
-  options.tie_if_equal = hf_ties_embeddings(config_.model.flavor);
+  options.tie_if_equal = hf_ties_embeddings(config_.model.name, config_.model.flavor);
   // A rerun that reaches the same last step replaces its own earlier Hugging Face save, as a
   // titan-train checkpoint of that step would be replaced.
   options.replace = true;

@@ -19,7 +19,9 @@ std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); 
 
 int64_t largest_unit_params(const ModelArgs& args) {
   const int64_t table = args.vocab_size * args.dim;  // the embedding's, and the output's
-  const int64_t blocks = args.num_params() - 2 * table - args.dim;
+  // A tied output is the embedding's table: held once, and gathered with the head's norm.
+  const int64_t tables = args.tie_embeddings ? table : 2 * table;
+  const int64_t blocks = args.num_params() - tables - args.dim;
   return std::max(table + args.dim, args.n_layers > 0 ? blocks / args.n_layers : 0);
 }
 
@@ -44,8 +46,9 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
   }
   const double dim = static_cast<double>(args.dim);
   const double kv_dim = static_cast<double>(args.kv_heads() * args.head_dim());
+  const double q_dim = static_cast<double>(args.n_heads * args.head_dim());  // Qwen3's: not dim
   const double one_block =
-      2.0 * dim + 2.0 * kv_dim + 2.0 * static_cast<double>(args.ffn_hidden_dim());
+      dim + q_dim + 2.0 * kv_dim + 2.0 * static_cast<double>(args.ffn_hidden_dim());
   if (!device.is_cuda()) {
     const double T = static_cast<double>(t.seq_len);
     const double blocks = config.activation_checkpoint.mode == AcMode::kNone
@@ -92,7 +95,7 @@ void check_memory(const ModelArgs& args, const Config& config, int64_t grad_accu
   if (e.model_state > available) {
     throw ConfigError("model.flavor",
                       fmt::format("{} needs at least {} for weights, gradients and AdamW state; {}",
-                                  to_string(config.model.flavor), gib(e.model_state), limit),
+                                  config.model.flavor, gib(e.model_state), limit),
                       "pick a smaller flavor (debugmodel runs anywhere), or shard the model "
                       "state over more ranks (parallelism.data_parallel_shard_degree)");
   }

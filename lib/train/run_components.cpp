@@ -7,6 +7,7 @@
 #include "instruments/instruments.h"
 #include "metrics/machine.h"
 #include "metrics/tensorboard.h"
+#include "models/registry.h"
 #include "train/memory_check.h"
 #include "train/rank_agreement.h"
 #include "util/hash.h"

@@ -82,7 +82,7 @@ void log_run_start(const RunComponents& run, std::ostream& log) {
   const ModelArgs& args = run.model.args;
   log << fmt::format("[titan] titan-train {} on libtorch {}\n", TITAN_VERSION, TORCH_VERSION);
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config.model.name,
-                     to_string(config.model.flavor), with_thousands(args.num_params()),
+                     config.model.flavor, with_thousands(args.num_params()),
                      with_thousands(args.num_params() - args.num_embedding_params()));
   log << fmt::format(
       "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}, "

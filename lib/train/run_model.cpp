@@ -7,14 +7,6 @@
 
 namespace titan {
 
-ModelArgs model_args_for(const Config& config) {
-  ModelArgs args = model_args_for_flavor(config.model.flavor);
-  args.family = config.model.name;
-  args.max_seq_len = config.training.seq_len;
-  args.dropout = config.model.dropout;
-  return args;
-}
-
 StepOptions step_options_for(const RunContext& context) {
   const TrainingConfig& t = context.config.training;
   StepOptions options;

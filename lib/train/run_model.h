@@ -25,8 +25,6 @@ struct RunModel {
   double token_flops = 0;               // FLOPs per token (metrics/device_stats.h)
 };
 
-// The model a config trains (its flavor, with training.seq_len and model.dropout).
-ModelArgs model_args_for(const Config& config);
 // How a context's steps compute (device, autocast, clipping, ranks, batch invariance).
 StepOptions step_options_for(const RunContext& context);
 

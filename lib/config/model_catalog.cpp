@@ -1,0 +1,76 @@
+#include "config/model_catalog.h"
+
+namespace titan {
+namespace {
+
+constexpr const char* kNoFlex = "needs FlexAttention, which titan-train does not have";
+constexpr const char* kNoVarlen =
+    "needs variable-length attention, which titan-train does not have";
+constexpr const char* kNoMoe =
+    "is a mixture-of-experts model; titan-train has no MoE layers yet (they come with the "
+    "mixture-of-experts issue: Qwen3-MoE and DeepSeek-V3)";
+
+CatalogEntry offered(const char* name) { return {name, "", ""}; }
+
+std::vector<FamilyCatalog> build_catalog() {
+  FamilyCatalog llama3{offered("llama3"),
+                       {offered("tiny"),
+                        offered("debugmodel"),
+                        offered("debugmodel_wide"),
+                        offered("1B"),
+                        offered("8B"),
+                        offered("70B"),
+                        offered("405B"),
+                        {"debugmodel_flex_attn", kNoFlex,
+                         "use flavor = \"debugmodel\": the same model with causal attention over "
+                         "the whole sequence"},
+                        {"debugmodel_varlen_attn", kNoVarlen,
+                         "use flavor = \"debugmodel\": the same model with causal attention over "
+                         "the whole sequence"},
+                        {"8B_flex", kNoFlex,
+                         "use flavor = \"8B\": the same model with causal attention over the whole "
+                         "sequence"},
+                        {"8B_varlen", kNoVarlen,
+                         "use flavor = \"8B\": the same model with causal attention over the "
+                         "whole sequence"}}};
+  const char* dense_qwen3 = "use a dense Qwen3 flavor (debugmodel, 0.6B .. 32B)";
+  FamilyCatalog qwen3{offered("qwen3"),
+                      {offered("tiny"),
+                       offered("debugmodel"),
+                       offered("0.6B"),
+                       offered("1.7B"),
+                       offered("4B"),
+                       offered("8B"),
+                       offered("14B"),
+                       offered("32B"),
+                       {"debugmodel_moe", kNoMoe, dense_qwen3},
+                       {"30B-A3B", kNoMoe, dense_qwen3},
+                       {"235B-A22B", kNoMoe, dense_qwen3}}};
+  FamilyCatalog deepseek_v3{
+      {"deepseek_v3", kNoMoe, "train a dense family: model.name = \"llama3\" or \"qwen3\""}, {}};
+  return {llama3, qwen3, deepseek_v3};
+}
+
+}  // namespace
+
+const std::vector<FamilyCatalog>& model_catalog() {
+  static const std::vector<FamilyCatalog> catalog = build_catalog();
+  return catalog;
+}
+
+const FamilyCatalog* find_family(const std::string& name) {
+  for (const FamilyCatalog& f : model_catalog()) {
+    if (f.family.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> offered_flavors(const FamilyCatalog& family) {
+  std::vector<std::string> names;
+  for (const CatalogEntry& e : family.flavors) {
+    if (!e.refused()) names.push_back(e.name);
+  }
+  return names;
+}
+
+}  // namespace titan
