@@ -40,7 +40,7 @@ void write_assets(const std::string& dir, const std::string& name) {
 }  // namespace
 
 TEST_CASE(
-    "qwen3 run: torchtitan's dense qwen3 configs load; its MoE configs and unknown flavors are "
+    "qwen3 run: torchtitan's dense qwen3 configs load, and its MoE configs and unknown flavors are "
     "exit 2 naming the key",
     "[config][torchtitan]") {
   const std::string dir = test::temp_dir("qwen3_configs");
