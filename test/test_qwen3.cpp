@@ -8,11 +8,15 @@
 #include <map>
 #include <stdexcept>
 
+#include "ac/apply.h"
 #include "catch_torch.h"
 #include "config/model_catalog.h"
 #include "models/registry.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "qwen3/qwen3.h"
 #include "reference_state.h"
+#include "step/step.h"
 #include "test_util.h"
 
 using namespace titan;
@@ -145,12 +149,17 @@ TEST_CASE("qwen3: a shape-only model's init hands out exactly the bits a whole m
   }
 }
 
-TEST_CASE(
-    "qwen3: logits, loss, every gradient and the gradient norm match the PyTorch reference's "
-    "(tied, head_dim 32 beside dim / n_heads 16)",
-    "[model][parity]") {
-  const test::ReferenceState ref =
+namespace {
+
+const test::ReferenceState& qwen3_reference() {
+  static const test::ReferenceState state =
       test::load_reference_state(test::source_dir() + "/test/data/qwen3_reference.bin");
+  return state;
+}
+
+// titan-train's Qwen3 of the reference's shape, with its weights; every block checkpointed with
+// `ac` full (bitwise recompute check), none without.
+Model qwen3_reference_model(const test::ReferenceState& ref, AcMode ac = AcMode::kNone) {
   ModelArgs args = qwen3::flavor_args("debugmodel");
   args.dim = static_cast<int64_t>(ref.number("dim"));
   args.n_layers = static_cast<int64_t>(ref.number("n_layers"));
@@ -177,6 +186,21 @@ TEST_CASE(
       p.value().copy_(weight);
     }
   }
+  ActivationCheckpointConfig checkpointing;
+  checkpointing.mode = ac;
+  checkpointing.determinism_check = RecomputeCheck::kBitwise;
+  ac::apply_activation_checkpointing(model, checkpointing);
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "qwen3: logits, loss, every gradient and the gradient norm match the PyTorch reference's "
+    "(tied, head_dim 32 beside dim / n_heads 16)",
+    "[model][parity]") {
+  const test::ReferenceState& ref = qwen3_reference();
+  Model model = qwen3_reference_model(ref);
   // max |got - want| relative to max |want|: float32 with other kernels and summation orders
   const auto relative = [](const at::Tensor& got, const at::Tensor& want) {
     return (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() /
@@ -196,6 +220,53 @@ TEST_CASE(
     squares += grad.to(at::kDouble).square().sum().item<double>();
   }
   CHECK(std::abs(std::sqrt(squares) / ref.tensor("grad_norm").item<double>() - 1) <= 1e-4);
+}
+
+TEST_CASE(
+    "qwen3: ten AdamW steps with warmup, decay and clipping match the reference's, with and "
+    "without activation checkpointing and batch invariance",
+    "[model][parity]") {
+  const test::ReferenceState& ref = qwen3_reference();
+  const AcMode ac = GENERATE(AcMode::kNone, AcMode::kFull);
+  const bool batch_invariant = GENERATE(false, true);
+  INFO("AC " << to_string(ac) << ", batch_invariant " << batch_invariant);
+  Model model = qwen3_reference_model(ref, ac);
+  auto params = model->parameters();
+  OptimizerConfig opt_config;
+  opt_config.lr = ref.number("lr");
+  opt_config.beta1 = ref.number("beta1");
+  opt_config.beta2 = ref.number("beta2");
+  opt_config.eps = ref.number("eps");
+  opt_config.weight_decay = ref.number("weight_decay");
+  auto optimizer = build_optimizer(params, opt_config);
+  LRSchedulerConfig sched_config;
+  sched_config.warmup_steps = static_cast<int64_t>(ref.number("warmup_steps"));
+  sched_config.decay_ratio = ref.number("decay_ratio");
+  sched_config.decay_type = parse_enum<DecayType>(ref.text("decay_type")).value();
+  sched_config.min_lr_factor = ref.number("min_lr_factor");
+  const auto steps = static_cast<int64_t>(ref.number("steps"));
+  LRSchedule schedule(sched_config, steps);
+  StepOptions options;
+  options.max_norm = ref.number("max_norm");
+  options.batch_invariant = batch_invariant;
+  std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets"), {}}};
+  StepTarget target;
+  target.model = model;
+  target.params = params;
+  target.optimizer = optimizer.get();
+  const at::Tensor losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms");
+  REQUIRE(losses.numel() == steps);
+  for (int64_t s = 1; s <= steps; ++s) {
+    StepRequest request;
+    request.step = s;
+    request.batches = &batch;
+    request.lr = opt_config.lr * schedule.factor(s);
+    const auto r = run_step(target, options, request);
+    INFO("step " << s);
+    CHECK(static_cast<float>(r.lr) == ref.tensor("step_lrs")[s - 1].item<float>());
+    CHECK(r.loss == Approx(losses[s - 1].item<double>()).epsilon(1e-5));
+    CHECK(r.grad_norm == Approx(norms[s - 1].item<double>()).epsilon(1e-4));
+  }
 }
 
 namespace titan {

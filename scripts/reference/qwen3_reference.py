@@ -3,7 +3,9 @@
 What it is for: test/test_qwen3.cpp loads test/data/qwen3_reference.bin, builds
 titan-train's Qwen3 module from the stored config, copies the stored parameters
 (torchtitan's names) into it, and compares the logits, the loss, every gradient
-and the gradient norm of one forward and backward.
+and the gradient norm of one forward and backward, then the loss, clipped
+gradient norm and LR of 10 AdamW steps from the same weights (torchtitan's
+warmup-stable-decay schedule and clipping, as llama_reference.py trains).
 
 Model: torchtitan v0.2.2's dense Qwen3 (torchtitan/models/qwen3/model/model.py),
 written out in plain PyTorch that runs on Debian's PyTorch: per-head q/k RMSNorm
@@ -15,7 +17,8 @@ are exercised.
 
 How to regenerate: scripts/reference/generate.sh. The file format is
 llama_reference.py's (version 1); records in order: config, inputs, targets,
-param/<name> (named_parameters() order), logits, loss, grad/<name>, grad_norm.
+param/<name> (named_parameters() order), logits, loss, grad/<name>, grad_norm,
+step_losses, step_grad_norms, step_lrs.
 """
 import struct
 
@@ -23,12 +26,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llama_reference import (MAGIC, VERSION, RMSNorm, loss_fn, read_file, record, reference_main,
-                             repeat_kv)
+from llama_reference import (MAGIC, VERSION, RMSNorm, loss_fn, lr_factor, read_file, record,
+                             reference_main, repeat_kv)
 
 CFG = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=96,
            vocab_size=300, norm_eps=1e-6, rope_theta=1000000.0, tie_embeddings=1, seq_len=32,
-           batch_size=2, seed=1337)
+           batch_size=2, seed=1337, lr=8e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
+           max_norm=1.0, steps=10, warmup_steps=2, decay_ratio=0.8, decay_type="linear",
+           min_lr_factor=0.0)
 DATA_SEED = 7
 
 
@@ -116,6 +121,25 @@ class Qwen3(nn.Module):
         return F.linear(self.norm(h), self.tok_embeddings.weight)
 
 
+def train_steps(model, params, inputs, targets, c):
+    """c["steps"] AdamW steps from the model's weights: (losses, clipped grad norms, LRs)."""
+    opt = torch.optim.AdamW(params, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"],
+                            weight_decay=c["weight_decay"], foreach=False)
+    losses, norms, lrs = [], [], []
+    for s in range(1, c["steps"] + 1):
+        opt.zero_grad()
+        step_loss = loss_fn(model(inputs), targets)
+        step_loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=c["max_norm"])
+        lr = c["lr"] * lr_factor(s, c)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        losses.append(step_loss.item()); norms.append(norm.item()); lrs.append(lr)
+        print("step %2d  loss %.6f  grad_norm %.6f  lr %.6g" % (s, losses[-1], norms[-1], lr))
+    return losses, norms, lrs
+
+
 def generate(out):
     c = CFG
     torch.manual_seed(c["seed"])
@@ -133,15 +157,20 @@ def generate(out):
     loss = loss_fn(logits, targets)
     loss.backward()
     named = list(model.named_parameters())
+    init_state = {n: p.detach().clone() for n, p in named}
+    grads = {n: p.grad.clone() for n, p in named}
     norm = torch.sqrt(sum(p.grad.double().pow(2).sum() for _, p in named)).float()
     print("loss %r  grad_norm %r" % (loss.item(), norm.item()))
+    steps = train_steps(model, [p for _, p in named], inputs, targets, c)
     config = dict(c, torch_version=torch.__version__)
     text = "".join("%s=%s\n" % (k, v if isinstance(v, str) else repr(v)) for k, v in config.items())
     recs = [record("config", text), record("inputs", inputs), record("targets", targets)]
-    recs += [record("param/" + n, p) for n, p in named]
+    recs += [record("param/" + n, init_state[n]) for n, _ in named]
     recs += [record("logits", logits.float()), record("loss", loss.float())]
-    recs += [record("grad/" + n, p.grad) for n, p in named]
+    recs += [record("grad/" + n, grads[n]) for n, _ in named]
     recs += [record("grad_norm", norm)]
+    recs += [record(n, torch.tensor(v, dtype=torch.float32))
+             for n, v in zip(("step_losses", "step_grad_norms", "step_lrs"), steps)]
     with open(out, "wb") as f:
         f.write(MAGIC + struct.pack("<II", VERSION, len(recs)) + b"".join(recs))
     print("wrote %s (%d records)" % (out, len(recs)))
