@@ -201,3 +201,45 @@ TEST_CASE(
 }
 
 }  // namespace titan
+
+namespace titan {
+
+TEST_CASE(
+    "qwen3 run: the debugging tools work on Qwen3: the AC checker bitwise (full and op-level), "
+    "compare, rerun, precision attribution, capture and replay",
+    "[ac][debug]") {
+  const auto dir = test::temp_dir("qwen3_tools");
+  const auto run = [&](const std::string& name, const std::string& flags) {
+    const auto r = test::run_titan(test::tiny_run(dir + "/" + name, 3, kQwen3 + flags));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return r.output;
+  };
+  const std::string trace = " --debug.numerics_trace ops ";
+  run("full", trace +
+                  "--activation_checkpoint.mode full --activation_checkpoint.determinism_check "
+                  "bitwise");
+  run("op",
+      trace +
+          "--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option "
+          "op --activation_checkpoint.determinism_check bitwise");
+  run("plain", trace);
+  for (const char* checkpointed : {"full", "op"}) {
+    const auto compared =
+        test::run_titan("compare " + dir + "/" + checkpointed + " " + dir + "/plain");
+    INFO(compared.output);
+    CHECK(compared.exit_code == 0);
+    CHECK_THAT(compared.output, Catch::Contains("bitwise identical"));
+  }
+  CHECK_THAT(run("rerun", "--debug.rerun_steps 2 --debug.rerun_action continue"),
+             Catch::Contains("1 reruns"));
+  CHECK_THAT(run("precision", "--debug.precision_steps 2"),
+             Catch::Contains("precision step 2: float32 against a float64 execution") &&
+                 Catch::Contains("re-execution bitwise the run's: yes"));
+  run("capture", "--debug.capture_steps 2");
+  const auto replayed = test::run_titan("replay " + dir + "/capture/capture/step2");
+  INFO(replayed.output);
+  CHECK(replayed.exit_code == 0);
+}
+
+}  // namespace titan
