@@ -7,9 +7,10 @@
 # (default 3) and each side's median tokens/s is printed with its min-max spread, with the
 # ratio of medians, titan-train's median MFU and its kernel share of CPU time
 # (scripts/bench/interleaved.py). GROWTH=1 adds seq_len 256, 1024 and 2048; WIDE=1 adds the
-# debugmodel_wide flavor (dim 1024, 8 layers) at seq_len 512 x 1; SKIP_SEARCH=1 takes the eager
+# debugmodel_wide flavor (dim 1024, 8 layers) at seq_len 512 x 1; QWEN3=1 adds Qwen3's debugmodel
+# (torchtitan's flavor, against the same eager loop written as Qwen3); SKIP_SEARCH=1 takes the eager
 # setting the search found here (README) instead of searching.
-# Usage: [ROUNDS=3] [GROWTH=1] [WIDE=1] [SKIP_SEARCH=1] scripts/bench.sh [extra titan-train flags]
+# Usage: [ROUNDS=3] [GROWTH=1] [WIDE=1] [QWEN3=1] [SKIP_SEARCH=1] scripts/bench.sh [extra flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -22,5 +23,6 @@ fi
 growth=()
 if [ "${GROWTH:-0}" = 1 ]; then growth+=(--growth); fi
 if [ "${WIDE:-0}" = 1 ]; then growth+=(--wide); fi
+if [ "${QWEN3:-0}" = 1 ]; then growth+=(--qwen3); fi
 if [ "${SKIP_SEARCH:-0}" = 1 ]; then growth+=(--skip-search); fi
 exec "$PY" scripts/bench/interleaved.py --rounds "${ROUNDS:-3}" "${growth[@]}" -- "$@"

@@ -7,6 +7,10 @@ trained with AdamW on random tokens in an ordinary eager loop, using the
 naive attention (matmul + mask + softmax + matmul) by default; --attention
 baddbmm folds the scale and an additive causal mask into one baddbmm (what a
 user tuning the loop writes), --attention sdpa uses PyTorch's fused kernel.
+--family qwen3 makes it torchtitan's dense Qwen3 instead: RMSNorm on each
+head's q and k before RoPE, RoPE by rotate_half on a cos/sin cache, a head_dim
+of its own (--head-dim), the SwiGLU hidden size given (--hidden-dim), and with
+--tie the output projection sharing the embedding's weight.
 
 It runs --warmup-steps untimed steps, times --steps steps, and prints one
 machine-parseable line, "eager_baseline tokens_per_s=... step_ms=...
@@ -62,6 +66,21 @@ def apply_rope(x, freqs_cis):
     return torch.view_as_real(xc * freqs).flatten(3).type_as(x)
 
 
+def rope_cos_sin(head_dim, seq_len, theta):
+    """Qwen3's RoPE cache: cos and sin (seq_len, head_dim) of each position's angles."""
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), freqs)
+    both = torch.cat([angles, angles], dim=-1)
+    return both.cos(), both.sin()
+
+
+def apply_rope_half(x, cos, sin):
+    """x: (batch, seq, heads, head_dim); rotates halves (rotate_half)."""
+    seq, half = x.shape[1], x.shape[-1] // 2
+    c, s = cos[:seq].view(1, seq, 1, -1), sin[:seq].view(1, seq, 1, -1)
+    return x * c + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * s
+
+
 def sdpa_causal(q, k, v):
     fn = getattr(F, "scaled_dot_product_attention", None)
     if fn is not None:
@@ -91,8 +110,12 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads = args.n_heads
         self.n_kv_heads = args.n_kv_heads
-        self.head_dim = args.dim // args.n_heads
+        self.head_dim = args.head_dim or args.dim // args.n_heads
         self.kind = attention
+        self.qwen3 = args.family == "qwen3"
+        if self.qwen3:
+            self.q_norm = RMSNorm(self.head_dim, 1e-6)
+            self.k_norm = RMSNorm(self.head_dim, 1e-6)
         self.wq = nn.Linear(args.dim, self.n_heads * self.head_dim, bias=False)
         kv_dim = self.n_kv_heads * self.head_dim
         self.wk = nn.Linear(args.dim, kv_dim, bias=False)
@@ -103,12 +126,16 @@ class Attention(nn.Module):
         additive = torch.zeros(seq_len, seq_len).masked_fill(mask, float("-inf"))
         self.register_buffer("additive_mask", additive, persistent=False)
 
-    def forward(self, x, freqs_cis):
+    def forward(self, x, rope):
         bsz, seq, _ = x.shape
         q = self.wq(x).view(bsz, seq, self.n_heads, self.head_dim)
         k = self.wk(x).view(bsz, seq, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(bsz, seq, self.n_kv_heads, self.head_dim)
-        q, k = apply_rope(q, freqs_cis), apply_rope(k, freqs_cis)
+        if self.qwen3:
+            q, k = self.q_norm(q), self.k_norm(k)
+            q, k = apply_rope_half(q, *rope), apply_rope_half(k, *rope)
+        else:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (b, h, s, d)
         rep = self.n_heads // self.n_kv_heads
         if rep > 1:
@@ -134,12 +161,13 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, dim, multiple_of, ffn_dim_multiplier):
+    def __init__(self, dim, multiple_of, ffn_dim_multiplier, hidden_dim=None):
         super().__init__()
         hidden = int(2 * 4 * dim / 3)
         if ffn_dim_multiplier is not None:
             hidden = int(ffn_dim_multiplier * hidden)
         hidden = multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+        hidden = hidden_dim or hidden
         self.w1 = nn.Linear(dim, hidden, bias=False)
         self.w2 = nn.Linear(hidden, dim, bias=False)
         self.w3 = nn.Linear(dim, hidden, bias=False)
@@ -153,7 +181,7 @@ class Block(nn.Module):
         super().__init__()
         self.attention = Attention(args, args.seq_len, args.attention)
         self.feed_forward = FeedForward(args.dim, args.multiple_of,
-                                        args.ffn_dim_multiplier)
+                                        args.ffn_dim_multiplier, args.hidden_dim)
         self.attention_norm = RMSNorm(args.dim)
         self.ffn_norm = RMSNorm(args.dim)
         std = 0.02 / math.sqrt(2 * (layer_id + 1))
@@ -164,8 +192,8 @@ class Block(nn.Module):
                     self.feed_forward.w3):
             nn.init.trunc_normal_(lin.weight, mean=0.0, std=std)
 
-    def forward(self, x, freqs_cis):
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
+    def forward(self, x, rope):
+        h = x + self.attention(self.attention_norm(x), rope)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -177,10 +205,14 @@ class Transformer(nn.Module):
             Block(i, args) for i in range(args.n_layers))
         self.norm = RMSNorm(args.dim)
         self.output = nn.Linear(args.dim, args.vocab, bias=False)
-        freqs = rope_frequencies(args.dim // args.n_heads, args.seq_len,
-                                 args.rope_theta)
-        self.register_buffer("freqs_cis", freqs, persistent=False)
+        head_dim = args.head_dim or args.dim // args.n_heads
+        if args.family == "qwen3":
+            self.rope = rope_cos_sin(head_dim, args.seq_len, args.rope_theta)
+        else:
+            self.rope = rope_frequencies(head_dim, args.seq_len, args.rope_theta)
         nn.init.normal_(self.tok_embeddings.weight, std=1.0)
+        if args.tie:  # one parameter, whose last init is the output's (as torchtitan's)
+            self.output.weight = self.tok_embeddings.weight
         std = args.dim ** -0.5
         nn.init.trunc_normal_(self.output.weight, mean=0.0, std=std,
                               a=-3 * std, b=3 * std)
@@ -188,7 +220,7 @@ class Transformer(nn.Module):
     def forward(self, tokens):
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
-            h = layer(h, self.freqs_cis)
+            h = layer(h, self.rope)
         return self.output(self.norm(h))
 
 
@@ -202,6 +234,11 @@ def parse_args(argv=None):
     p.add_argument("--multiple-of", type=int, default=256)
     p.add_argument("--ffn-dim-multiplier", type=float, default=None)
     p.add_argument("--rope-theta", type=float, default=500000.0)
+    p.add_argument("--family", choices=("llama3", "qwen3"), default="llama3")
+    p.add_argument("--head-dim", type=int, default=None, help="default dim / n_heads")
+    p.add_argument("--hidden-dim", type=int, default=None,
+                   help="SwiGLU hidden size (default: Llama's rule)")
+    p.add_argument("--tie", action="store_true", help="output tied to the embedding")
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--warmup-steps", type=int, default=2)
@@ -216,8 +253,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.n_kv_heads is None:
         args.n_kv_heads = args.n_heads
-    if args.dim % args.n_heads or args.n_heads % args.n_kv_heads:
-        p.error("dim must divide by n_heads, n_heads by n_kv_heads")
+    if (args.head_dim is None and args.dim % args.n_heads) or args.n_heads % args.n_kv_heads:
+        p.error("dim must divide by n_heads (or give --head-dim), n_heads by n_kv_heads")
     if args.steps < 1:
         p.error("--steps must be at least 1")
     return args

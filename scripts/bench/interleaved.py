@@ -16,7 +16,9 @@ each run does --warmup-steps untimed steps, then --steps timed ones.
    system), over the timed steps from metrics.jsonl's cpu_user_s / cpu_system_s, and over the
    whole run from getrusage in titan-train's end-of-run line).
 3. With --growth, the same at seq_len 256, 1024 and 2048 (the batch keeps 2,048 tokens a step).
-4. With --wide, the same on the debugmodel_wide flavor (dim 1024, 8 layers, 16 heads: about
+4. With --qwen3, the same on Qwen3's debugmodel (torchtitan's flavor: dim 256, 8 layers, 16
+   heads of 128, 8 kv heads, tied) at seq_len 512 x 4.
+5. With --wide, the same on the debugmodel_wide flavor (dim 1024, 8 layers, 16 heads: about
    105M parameters) at seq_len 512, batch 1, with 2 warm-up and 3 timed steps (a step takes
    seconds there), in the eager setting found for the debug model.
 
@@ -36,22 +38,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 WIDE = {"titan": ["--model.flavor", "debugmodel_wide"],
         "eager": ["--dim", "1024", "--n-layers", "8", "--n-heads", "16"]}
+# Qwen3's debugmodel (torchtitan's): the same step on the other family, at seq_len 512 x 4.
+QWEN3 = {"titan": ["--model.name", "qwen3", "--model.flavor", "debugmodel"],
+         "eager": ["--family", "qwen3", "--dim", "256", "--n-layers", "8", "--n-heads", "16",
+                   "--n-kv-heads", "8", "--head-dim", "128", "--hidden-dim", "3072",
+                   "--rope-theta", "1000000", "--tie"]}
 # The first two steps fault the working set in (the optimizer's moments in step 1, the heap's
 # new layout in step 2: 2.0-2.4 s against 1.3-1.4 s after), so both are warm-up, as for the
 # debug model.
 WIDE_WARMUP, WIDE_STEPS = 2, 3
 
 
-def titan_run(args, out, tag, seq_len, batch, wide=False):
+# The models compared: flags of each side, and whether a step takes seconds (fewer steps then).
+MODELS = {"debugmodel": ({"titan": [], "eager": []}, False),
+          "debugmodel_wide": (WIDE, True),
+          "qwen3 debugmodel": (QWEN3, False)}
+
+
+def titan_run(args, out, tag, seq_len, batch, model="debugmodel"):
+    flags, long_steps = MODELS[model]
     folder = os.path.join(out, tag)
-    warmup, timed_steps = (WIDE_WARMUP, WIDE_STEPS) if wide else (args.warmup_steps, args.steps)
+    warmup, timed_steps = ((WIDE_WARMUP, WIDE_STEPS) if long_steps
+                           else (args.warmup_steps, args.steps))
     steps = warmup + timed_steps
     cmd = [os.path.join(ROOT, "build", "titan-train"), "--config",
            os.path.join(ROOT, "configs", "debug_model.toml"), "--training.seq_len", str(seq_len),
            "--training.local_batch_size", str(batch), "--training.steps", str(steps),
            "--metrics.log_freq", "1", "--training.device", "cpu",
            "--activation_checkpoint.mode", "none", "--debug.seed", "1",
-           "--job.dump_folder", folder] + (WIDE["titan"] if wide else []) + args.titan_flags
+           "--job.dump_folder", folder] + flags["titan"] + args.titan_flags
     log = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = [json.loads(line) for line in open(os.path.join(folder, "metrics.jsonl"))]
     timed = [r for r in rows if r["step"] > warmup]
@@ -70,17 +85,18 @@ def titan_run(args, out, tag, seq_len, batch, wide=False):
     }
 
 
-def eager_run(args, setting, steps, seq_len=512, batch=4, wide=False):
+def eager_run(args, setting, steps, seq_len=512, batch=4, model="debugmodel"):
+    flags, long_steps = MODELS[model]
     env = dict(os.environ)
     for name in ("OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT"):
         env.pop(name, None)
     env.update(setting["env"])
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench", "eager_baseline.py"),
            "--seq-len", str(seq_len), "--batch", str(batch), "--warmup-steps",
-           str(WIDE_WARMUP if wide else args.warmup_steps), "--steps",
-           str(WIDE_STEPS if wide else steps),
+           str(WIDE_WARMUP if long_steps else args.warmup_steps), "--steps",
+           str(WIDE_STEPS if long_steps else steps),
            "--threads", str(setting["threads"]), "--attention", setting["attention"]]
-    cmd += (["--foreach"] if setting["foreach"] else []) + (WIDE["eager"] if wide else [])
+    cmd += (["--foreach"] if setting["foreach"] else []) + flags["eager"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return float(re.search(r"tokens_per_s=([0-9.]+)", out).group(1))
 
@@ -128,12 +144,12 @@ def spread(values):
     return f"median {statistics.median(values):.1f} (min {min(values):.1f}, max {max(values):.1f})"
 
 
-def compare_at(args, setting, out, seq_len, batch, wide=False):
+def compare_at(args, setting, out, seq_len, batch, name="debugmodel"):
     titan, eager = [], []
-    name = "debugmodel_wide" if wide else "debugmodel"
     for r in range(1, args.rounds + 1):
-        titan.append(titan_run(args, out, f"titan-{name}-{seq_len}-{r}", seq_len, batch, wide))
-        eager.append(eager_run(args, setting, args.steps, seq_len, batch, wide))
+        tag = f"titan-{name.replace(' ', '-')}-{seq_len}-{r}"
+        titan.append(titan_run(args, out, tag, seq_len, batch, name))
+        eager.append(eager_run(args, setting, args.steps, seq_len, batch, name))
         print(f"  {name} seq_len {seq_len} x batch {batch}, round {r}: titan-train "
               f"{titan[-1]['tps']:.1f} tokens/s (MFU {titan[-1]['mfu']:.1f}%), eager "
               f"{eager[-1]:.1f} tokens/s", flush=True)
@@ -150,14 +166,18 @@ def main():
                    help="also seq_len 256, 1024 and 2048 at the same tokens per step")
     p.add_argument("--wide", action="store_true",
                    help="also the debugmodel_wide flavor (dim 1024, 8 layers) at 512 x 1")
+    p.add_argument("--qwen3", action="store_true",
+                   help="also Qwen3's debugmodel (torchtitan's) at 512 x 4")
     p.add_argument("--skip-search", action="store_true",
                    help="use the fastest eager setting measured here (README) without searching")
     p.add_argument("titan_flags", nargs="*", help="extra titan-train flags")
     args = p.parse_args()
     setting = KNOWN_FASTEST if args.skip_search else best_eager_setting(args)
-    shapes = [(512, 4, False)] + ([(256, 8, False), (1024, 2, False), (2048, 1, False)]
-                                  if args.growth else [])
-    shapes += [(512, 1, True)] if args.wide else []
+    shapes = [(512, 4, "debugmodel")]
+    shapes += ([(256, 8, "debugmodel"), (1024, 2, "debugmodel"), (2048, 1, "debugmodel")]
+               if args.growth else [])
+    shapes += [(512, 1, "debugmodel_wide")] if args.wide else []
+    shapes += [(512, 4, "qwen3 debugmodel")] if args.qwen3 else []
     with tempfile.TemporaryDirectory() as out:
         results = [(s, b, w) + compare_at(args, setting, out, s, b, w) for s, b, w in shapes]
     (_, _, _, titan, eager) = results[0]
@@ -173,9 +193,9 @@ def main():
           f"{spread([x['kernel_pct'] for x in titan])} (target <= 5)")
     print(f"  the same over the whole run (start-up and warm-up included): "
           f"{spread([x['kernel_pct_run'] for x in titan])}")
-    for seq_len, batch, wide, titan, eager in results[1:]:
+    for seq_len, batch, name, titan, eager in results[1:]:
         t = statistics.median(x["tps"] for x in titan)
-        print(f"{'debugmodel_wide ' if wide else ''}seq_len {seq_len} x batch {batch}: titan-train {spread([x['tps'] for x in titan])}"
+        print(f"{name} seq_len {seq_len} x batch {batch}: titan-train {spread([x['tps'] for x in titan])}"
               f" tokens/s, MFU {statistics.median(x['mfu'] for x in titan):.1f}%; eager "
               f"{spread(eager)}; ratio {t / statistics.median(eager):.2f}x")
 
