@@ -2,6 +2,7 @@
 // output, a tied checkpoint and its resume, and Hugging Face Qwen3 folders both ways.
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "catch_torch.h"
 #include "checkpoint/checkpoint_io.h"
@@ -24,10 +25,8 @@ const char* const kSaving =
 
 std::string data_file(const std::string& name) { return test::source_dir() + "/test/data/" + name; }
 
-// A WordLevel tokenizer.json of a few words, in dir/assets/hf/<name>: what a config's
-// hf_assets_path names when the download is not here.
-void write_assets(const std::string& dir, const std::string& name) {
-  const std::string folder = dir + "/assets/hf/" + name;
+// A WordLevel tokenizer.json of a few words in `folder` (made).
+void write_tokenizer(const std::string& folder) {
   fs::create_directories(folder);
   test::write_text(folder + "/tokenizer.json",
                    R"({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
@@ -57,7 +56,7 @@ TEST_CASE(
                                              "./assets/hf/") +
                                  assets));
     // ...and where it is, the file loads unchanged.
-    write_assets(dir, assets);
+    write_tokenizer(dir + "/assets/hf/" + assets);
     auto r = test::run_shell("cd " + dir + " && " + test::binary() + " --config " +
                              data_file(file) + " --print-config 2>&1");
     INFO(r.output);
@@ -80,6 +79,22 @@ TEST_CASE(
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.output, Catch::Contains("\"0.5B\" is not a flavor of model.name \"qwen3\"") &&
                               Catch::Contains("did you mean \"0.6B\"?"));
+  // debugmodel trains from a folder laid out as torchtitan's repository, as its debug config runs.
+  write_tokenizer(dir + "/tests/assets/tokenizer");
+  fs::create_directories(dir + "/tests/assets/c4_test");
+  std::string docs;
+  for (int i = 0; i < 40; ++i) docs += "{\"text\": \"hello world hello hello world world\"}\n";
+  test::write_text(dir + "/tests/assets/c4_test/data.json", docs);
+  auto debug = test::run_shell("cd " + dir + " && " + test::binary() +
+                               " --model.name qwen3 --model.flavor debugmodel --training.dataset "
+                               "c4_test --training.steps 2 --training.seq_len 16 "
+                               "--training.local_batch_size 1 --job.dump_folder " +
+                               dir + "/debug 2>&1");
+  INFO(debug.output);
+  CHECK(debug.exit_code == 0);
+  CHECK_THAT(debug.output, Catch::Contains("model qwen3 debugmodel: 31,987,968 parameters") &&
+                               Catch::Contains("data: c4_test tests/assets/c4_test (1 files, 40") &&
+                               Catch::Contains("step:  2"));
   auto other_family = test::run_titan("--model.flavor 0.6B --print-config");
   CHECK(other_family.exit_code == 2);
   CHECK_THAT(other_family.output,
