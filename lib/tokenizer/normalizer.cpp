@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tokenizer/json_spec.h"
+#include "tokenizer/normal_form.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -90,6 +91,16 @@ class StripNormalizer : public Normalizer {
   bool left_, right_;
 };
 
+// HF's NFD and NFC (normal_form.h).
+class NormalFormNormalizer : public Normalizer {
+ public:
+  explicit NormalFormNormalizer(NormalForm form) : form_(form) {}
+  void normalize(std::string& text) const override { to_normal_form(text, form_); }
+
+ private:
+  NormalForm form_;
+};
+
 // The ByteLevel normalizer: each byte becomes its ByteLevel character.
 class ByteLevelNormalizer : public Normalizer {
  public:
@@ -132,6 +143,9 @@ Growth growth_of(const Json& spec) {
     return {1, static_cast<double>(spec.at("prepend").get<std::string>().size())};
   }
   if (type == "ByteLevel") return {2, 0};  // a byte becomes a character of at most 2 bytes
+  // A code point's canonical decomposition is at most 3 times its UTF-8 length (U+0390, 2 bytes,
+  // to 3 code points of 2; a Hangul syllable to 3 jamo), and composition never lengthens.
+  if (type == "NFC" || type == "NFD") return {static_cast<double>(normal_form_max_growth()), 0};
   if (type == "Replace") {
     const double content = static_cast<double>(spec.at("content").get<std::string>().size());
     const Json& pattern = spec.at("pattern");
@@ -204,6 +218,8 @@ std::unique_ptr<Normalizer> build_normalizer(const Json& spec, const std::string
                                              json_bool(spec, "strip_right", true, where));
   }
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
+  if (type == "NFC") return std::make_unique<NormalFormNormalizer>(NormalForm::NFC);
+  if (type == "NFD") return std::make_unique<NormalFormNormalizer>(NormalForm::NFD);
   unsupported_component("normalizer", type, where);
 }
 

@@ -1,7 +1,8 @@
 // tokenizer.json's normalizers that titan implements exactly: Sequence, Prepend, Replace (string
-// or regex), Strip, ByteLevel. Unicode normal forms (NFC, NFKC, ...), Lowercase, BertNormalizer,
-// StripAccents, Precompiled and NMT need Unicode tables titan does not carry: building one of them
-// is a ConfigError naming the component and the file.
+// or regex), Strip, ByteLevel, and the canonical normal forms NFD and NFC (normal_form.h: tables
+// read off HF's own Unicode data). The compatibility forms (NFKD, NFKC), Lowercase,
+// BertNormalizer, StripAccents, Precompiled and NMT need Unicode tables titan does not carry:
+// building one of them is a ConfigError naming the component and the file.
 #pragma once
 
 #include <memory>

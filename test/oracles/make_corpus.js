@@ -9,7 +9,11 @@
 // (NBSP, U+3000, NEL, U+180E, U+2028, tabs), \r\n and lone \r, special-token strings of Llama 3,
 // GPT-2 and SentencePiece tokenizers inside text, code and URLs, very long words, letters new in
 // Unicode 15/16, and invalid UTF-8 (stray continuation bytes, truncated sequences, overlong
-// forms, surrogates, bytes F5..FF, values past U+10FFFF). Then every Unicode scalar value once,
+// forms, surrogates, bytes F5..FF, values past U+10FFFF), text that canonical normalization (NFC,
+// NFD) changes: marks out of canonical order, stacked Vietnamese and Greek diacritics, Hangul
+// jamo (L+V, LV+T, U+11A7, old jamo), composition exclusions, singletons (U+212B ANGSTROM SIGN),
+// non-starter decompositions, CJK compatibility ideographs, blocked marks, and random mixes of
+// letters, marks and jamo. Then every Unicode scalar value once,
 // in order, in lines of 64 (the regex classes for all of Unicode), those of the unassigned and
 // private-use planes sampled.
 'use strict';
@@ -81,6 +85,35 @@ const newer = [  // letters and numbers added in Unicode 15 and 16
   '\u{10D50}\u{10D51}\u{10D52} garay, \u{11F04}\u{11F05} kawi, \u{1E4D0}\u{1E4D1} nag mundari',
   '\u{31350}\u{31351} cjk ext h, \u{2EBF0} ext i, \u{1D2C0}\u{1D2C1} kaktovik, \u{10D40}\u{10D41} digits',
 ];
+const normal_forms = [  // text NFC and NFD change, or must leave alone
+  'Vie\u0323\u0302t Vie\u0302\u0323t Việt, Tie\u0302\u0301ng Tiếng, Nguye\u0302\u0303n, \u01B0\u031B\u0300ng',
+  'ca\u0301\u0323 a\u0323\u0301 s\u0307\u0323 q\u0307\u0323 o\u0308\u0331\u0304 e\u0301\u0301 a\u0334\u0301 \u0301a A\u030A',
+  '\u1100\u1161\u11A8 \u1112\u1161\u11AB\u1100\u1173\u11AF \uAC00\u11A8 \uAC00\u11A7 \u1100\u1161\u11A7 \u1100\u1176 \u1100\u1100\u1161 \uD4DB\u11A8',
+  'exclusions \u0958\u0959 \u0915\u093C \uFB1D \u05D9\u05B4 \u2ADC \u{1D15E}\u{1D160} \u0F43 \u0F73\u0F75\u0F81 \u0344',
+  'singletons \u212B \u2126 \u212A \u0340\u0341 \u0374 \u037E \u1FEF \u2000 \u2329\u232A',
+  'CJK compatibility \uF900\uF91D\uFA10\uFA6D\u{2F800}\u{2FA1D} 豈 更',
+  'Greek \u03B1\u0313\u0300\u0345 \u1F80\u0301 \u03C9\u0345\u0342\u0314 \u0390 \u1FD3 \u03D3',
+  'starters \u0B47\u0B3E\u0B57 \u0DD9\u0DCF\u0DCA \u{11099}\u{110BA} \u{11131}\u{11127} \u0CC6\u0CC2\u0CD5',
+];
+function normal_form_mix() {
+  // Letters, marks (in any order) and jamo at random: what composes, reorders or is blocked.
+  const bases = ['a', 'e', 'o', 'u', 'A', 'S', 'w', 'y', 'α', 'ω', 'и', 'ε', 'ơ', 'ư', 'Å', 'ệ', 'ᾀ'];
+  const marks = ['\u0300', '\u0301', '\u0302', '\u0303', '\u0308', '\u030A', '\u0323', '\u0327',
+    '\u031B', '\u0334', '\u0345', '\u0313', '\u0342', '\u05B4', '\u093C', '\u0E48', '\u302A'];
+  let s = '';
+  const n = int(1, 12);
+  for (let i = 0; i < n; i++) {
+    if (rand() < 0.25) {
+      s += String.fromCodePoint(0x1100 + int(0, 19), 0x1161 + int(-1, 21));
+      if (rand() < 0.6) s += String.fromCodePoint(0x11a7 + int(0, 28));
+    } else {
+      s += pick(bases);
+      for (let k = int(0, 4); k > 0; k--) s += pick(marks);
+    }
+    if (rand() < 0.2) s += ' ';
+  }
+  return s;
+}
 const ws = [' ', '  ', '\t', '\u00a0', '\u3000', '\u0085', '\u180e', '\u2028', '\u2029', '\u2003', '\u200a', '\u202f', '\u205f', '\v', '\f'];
 
 function digits() {
@@ -134,6 +167,7 @@ const makers = [
   () => pick(prose), () => pick(cjk), () => pick(emoji), () => pick(marks), () => pick(rtl),
   () => pick(specials), () => pick(code), () => pick(newer), digits, whitespace, newlines,
   invalid, random_text, random_text, () => (rand() < 0.05 ? long_word() : pick(prose)),
+  () => pick(normal_forms), normal_form_mix,
 ];
 while (size < 1_600_000) {
   write(pick(makers)());

