@@ -12,11 +12,9 @@
 #include "catch_torch.h"
 #include "config/model_catalog.h"
 #include "models/registry.h"
-#include "optim/lr_schedule.h"
-#include "optim/optimizer.h"
 #include "qwen3/qwen3.h"
 #include "reference_state.h"
-#include "step/step.h"
+#include "reference_steps.h"
 #include "test_util.h"
 
 using namespace titan;
@@ -230,43 +228,9 @@ TEST_CASE(
   const AcMode ac = GENERATE(AcMode::kNone, AcMode::kFull);
   const bool batch_invariant = GENERATE(false, true);
   INFO("AC " << to_string(ac) << ", batch_invariant " << batch_invariant);
-  Model model = qwen3_reference_model(ref, ac);
-  auto params = model->parameters();
-  OptimizerConfig opt_config;
-  opt_config.lr = ref.number("lr");
-  opt_config.beta1 = ref.number("beta1");
-  opt_config.beta2 = ref.number("beta2");
-  opt_config.eps = ref.number("eps");
-  opt_config.weight_decay = ref.number("weight_decay");
-  auto optimizer = build_optimizer(params, opt_config);
-  LRSchedulerConfig sched_config;
-  sched_config.warmup_steps = static_cast<int64_t>(ref.number("warmup_steps"));
-  sched_config.decay_ratio = ref.number("decay_ratio");
-  sched_config.decay_type = parse_enum<DecayType>(ref.text("decay_type")).value();
-  sched_config.min_lr_factor = ref.number("min_lr_factor");
-  const auto steps = static_cast<int64_t>(ref.number("steps"));
-  LRSchedule schedule(sched_config, steps);
-  StepOptions options;
-  options.max_norm = ref.number("max_norm");
-  options.batch_invariant = batch_invariant;
-  std::vector<Batch> batch = {Batch{ref.tensor("inputs"), ref.tensor("targets"), {}}};
-  StepTarget target;
-  target.model = model;
-  target.params = params;
-  target.optimizer = optimizer.get();
-  const at::Tensor losses = ref.tensor("step_losses"), norms = ref.tensor("step_grad_norms");
-  REQUIRE(losses.numel() == steps);
-  for (int64_t s = 1; s <= steps; ++s) {
-    StepRequest request;
-    request.step = s;
-    request.batches = &batch;
-    request.lr = opt_config.lr * schedule.factor(s);
-    const auto r = run_step(target, options, request);
-    INFO("step " << s);
-    CHECK(static_cast<float>(r.lr) == ref.tensor("step_lrs")[s - 1].item<float>());
-    CHECK(r.loss == Approx(losses[s - 1].item<double>()).epsilon(1e-5));
-    CHECK(r.grad_norm == Approx(norms[s - 1].item<double>()).epsilon(1e-4));
-  }
+  test::StepTolerances tol;
+  tol.grad_norm = 1e-4;
+  test::check_reference_steps(ref, qwen3_reference_model(ref, ac), batch_invariant, tol);
 }
 
 namespace titan {

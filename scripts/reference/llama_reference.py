@@ -234,6 +234,25 @@ def check(path):
     print("check OK: %d records, logits match the model's" % len(recs))
 
 
+def train_steps(model, params, inputs, targets, c):
+    """c["steps"] AdamW steps from the model's weights: (losses, clipped grad norms, LRs)."""
+    opt = torch.optim.AdamW(params, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"],
+                            weight_decay=c["weight_decay"], foreach=False)
+    losses, norms, lrs = [], [], []
+    for s in range(1, c["steps"] + 1):
+        opt.zero_grad()
+        step_loss = loss_fn(model(inputs), targets)
+        step_loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=c["max_norm"])
+        lr = c["lr"] * lr_factor(s, c)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        losses.append(step_loss.item()); norms.append(norm.item()); lrs.append(lr)
+        print("step %2d  loss %.6f  grad_norm %.6f  lr %.6g" % (s, losses[-1], norms[-1], lr))
+    return losses, norms, lrs
+
+
 def generate(out):
     c = CFG
     torch.manual_seed(c["seed"])
@@ -252,21 +271,7 @@ def generate(out):
     print("loss at init: %r" % loss.item())
 
     model.load_state_dict(init_state)  # train from the same initial weights
-    params = [p for _, p in named]
-    opt = torch.optim.AdamW(params, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"],
-                            weight_decay=c["weight_decay"], foreach=False)
-    losses, norms, lrs = [], [], []
-    for s in range(1, c["steps"] + 1):
-        opt.zero_grad()
-        step_loss = loss_fn(model(inputs), targets)
-        step_loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=c["max_norm"])
-        lr = c["lr"] * lr_factor(s, c)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step()
-        losses.append(step_loss.item()); norms.append(norm.item()); lrs.append(lr)
-        print("step %2d  loss %.6f  grad_norm %.6f  lr %.6g" % (s, losses[-1], norms[-1], lr))
+    losses, norms, lrs = train_steps(model, [p for _, p in named], inputs, targets, c)
 
     config = dict(c, torch_version=torch.__version__)
     text = "".join("%s=%s\n" % (k, v if isinstance(v, str) else repr(v)) for k, v in config.items())

@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llama_reference import (MAGIC, VERSION, RMSNorm, loss_fn, lr_factor, read_file, record,
-                             reference_main, repeat_kv)
+from llama_reference import (MAGIC, VERSION, RMSNorm, loss_fn, read_file, record, reference_main,
+                             repeat_kv, train_steps)
 
 CFG = dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=96,
            vocab_size=300, norm_eps=1e-6, rope_theta=1000000.0, tie_embeddings=1, seq_len=32,
@@ -119,25 +119,6 @@ class Qwen3(nn.Module):
         for layer in self.layers:
             h = layer(h, self.cache)
         return F.linear(self.norm(h), self.tok_embeddings.weight)
-
-
-def train_steps(model, params, inputs, targets, c):
-    """c["steps"] AdamW steps from the model's weights: (losses, clipped grad norms, LRs)."""
-    opt = torch.optim.AdamW(params, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"],
-                            weight_decay=c["weight_decay"], foreach=False)
-    losses, norms, lrs = [], [], []
-    for s in range(1, c["steps"] + 1):
-        opt.zero_grad()
-        step_loss = loss_fn(model(inputs), targets)
-        step_loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=c["max_norm"])
-        lr = c["lr"] * lr_factor(s, c)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step()
-        losses.append(step_loss.item()); norms.append(norm.item()); lrs.append(lr)
-        print("step %2d  loss %.6f  grad_norm %.6f  lr %.6g" % (s, losses[-1], norms[-1], lr))
-    return losses, norms, lrs
 
 
 def generate(out):
