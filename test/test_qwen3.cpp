@@ -30,7 +30,7 @@ ModelArgs small_args(bool tied) {
 }  // namespace
 
 TEST_CASE("qwen3: torchtitan's dense flavors, their shapes and parameter counts", "[model]") {
-  CHECK(qwen3::dense_flavors() ==
+  CHECK(qwen3::flavors() ==
         std::vector<std::string>{"tiny", "debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B"});
   const ModelArgs small = qwen3::flavor_args("0.6B");
   CHECK(small.head_dim() == 128);  // not dim / n_heads = 64

@@ -9,6 +9,7 @@
 #include "ac/op_trace.h"
 #include "ac/recompute_check.h"
 #include "determinism/rng_state.h"
+#include "model/recompute_scope.h"
 #include "util/autocast.h"
 #include "util/hash.h"
 
@@ -111,6 +112,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
       if (state->rng) rng.emplace(*state->rng, x);
       AutocastScope autocast(x.device().type(), state->autocast, state->autocast_dtype);
       at::AutoGradMode enable_grad(true);
+      RecomputeScope recomputing;
       out = run_recorded(*state, x, recompute_trace);
     }
     check_recompute(*state, recompute_trace, out);

@@ -253,6 +253,7 @@ struct DebugConfig {
   // The same bits whatever the thread count, ranks or micro-batch split of the global batch.
   bool batch_invariant = false;
   bool moe_force_load_balance = false;
+  bool qwen3_moe_load_balancing = false;
 };
 
 // Sequences and micro-batches of one optimizer step.

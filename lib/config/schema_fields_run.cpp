@@ -9,7 +9,9 @@ constexpr const char* kPipelineOnly =
     "read only with pipeline parallelism, which titan-train does not have";
 constexpr const char* kContextOnly =
     "read only with context parallelism, which titan-train does not have";
-constexpr const char* kExpertOnly = "read only by mixture-of-experts models (Llama 3 has none)";
+constexpr const char* kExpertParallelOnly =
+    "read only with expert parallelism (expert_parallel_degree > 1), which titan-train does not "
+    "have";
 constexpr const char* kTensorOnly =
     "read only with tensor parallelism, which titan-train does not have";
 
@@ -102,17 +104,18 @@ void add_parallelism(Config& c, std::vector<FieldSpec>& out) {
       refused(at_least(field("parallelism", "expert_parallel_degree", &p.expert_parallel_degree,
                              "Expert parallelism (mixture-of-experts models)"),
                        1, kMaxDegree),
-              "Llama 3 has no experts: leave it 1"));
+              "titan-train has no expert parallelism yet: leave it 1 (the experts are sharded "
+              "with the other parameters under FSDP)"));
   out.push_back(
       refused(at_least(field("parallelism", "expert_tensor_parallel_degree",
                              &p.expert_tensor_parallel_degree, "Tensor parallelism inside experts"),
                        1, kMaxDegree),
-              "Llama 3 has no experts: leave it 1"));
+              "titan-train has no expert parallelism yet: leave it 1"));
   out.push_back(no_effect(with_choices(field("parallelism", "expert_parallel_comm_backend",
                                              &p.expert_parallel_comm_backend,
                                              "Expert-parallel all-to-all implementation"),
                                        {"standard", "deepep"}),
-                          kExpertOnly));
+                          kExpertParallelOnly));
 }
 
 void add_checkpoint(Config& c, std::vector<FieldSpec>& out) {
@@ -304,9 +307,14 @@ void add_debug(Config& c, std::vector<FieldSpec>& out) {
                       "of the global batch: one sequence per forward and backward, gradients "
                       "summed in a fixed pairwise tree over the global batch's sequences (CPU "
                       "only)"));
-  out.push_back(no_effect(field("debug", "moe_force_load_balance", &d.moe_force_load_balance,
-                                "Route tokens to experts evenly, for benchmarks"),
-                          kExpertOnly));
+  out.push_back(hashed_when_changed(
+      field("debug", "moe_force_load_balance", &d.moe_force_load_balance,
+            "Route the MoE layers' tokens to experts round-robin (torchtitan's "
+            "_debug_force_load_balance), for benchmarks; the gating scores stay the router's")));
+  out.push_back(hashed_when_changed(field(
+      "debug", "qwen3_moe_load_balancing", &d.qwen3_moe_load_balancing,
+      "Update Qwen3-MoE's expert_bias before each optimizer step (auxiliary-loss-free load "
+      "balancing), as deepseek_v3 does. Off: as torchtitan v0.2.2, whose qwen3 never updates it")));
 }
 
 }  // namespace

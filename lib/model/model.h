@@ -63,6 +63,17 @@ struct ParamMemory {
 // keep(name, values), the parameter's whole values (valid during the call only).
 using StartingValues = std::function<void(const std::string& name, const at::Tensor& values)>;
 
+// An MoE layer's routing state (lib/moe), sharing the layer's tensors (in-place updates reach
+// the layer).
+struct ExpertLoad {
+  std::string name;              // torchtitan's module name: "layers.3.moe"
+  at::Tensor tokens_per_expert;  // float32 (E): routed by this step's training forwards so far
+  at::Tensor expert_bias;        // float32 (E), added to the scores for the choice only; undefined
+                                 // without load balancing
+  double load_balance_coeff = 0;
+  bool update_expert_bias = false;  // whether the step updates expert_bias (moe/load_balance.h)
+};
+
 class ModelImpl : public torch::nn::Module {
  public:
   // tokens: (B, T) int64 -> logits (B, T, V). Requires T <= args().max_seq_len. Calls the unit
@@ -78,6 +89,8 @@ class ModelImpl : public torch::nn::Module {
   virtual std::vector<at::Tensor> unit_parameters(ParamUnit unit, int64_t layer) const = 0;
   const ModelArgs& args() const { return args_; }
   int64_t n_blocks() const { return args_.n_layers; }
+  // Each MoE layer's routing state, in block order (none for a dense model).
+  virtual std::vector<ExpertLoad> expert_loads() const { return {}; }
 
   // Runs block `layer` through `runner` from now on (an empty runner restores the default).
   void set_block_runner(int64_t layer, BlockRunner runner);

@@ -9,14 +9,45 @@ int64_t ModelArgs::ffn_hidden_dim() const {
   return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
 }
 
-int64_t ModelArgs::num_params() const {
-  int64_t hd = head_dim();
-  int64_t attention = dim * n_heads * hd + 2 * dim * kv_heads() * hd + n_heads * hd * dim;
-  int64_t ffn = 3 * dim * ffn_hidden_dim();
-  int64_t block = attention + ffn + 2 * dim;  // + attention_norm, ffn_norm
-  if (qk_norm) block += 2 * hd;               // + q_norm, k_norm
-  const int64_t output = tie_embeddings ? 0 : dim * vocab_size;
-  return vocab_size * dim + n_layers * block + dim + output;  // + norm, output
+namespace {
+// An MoE layer's parameters: the router's gate, the routed experts, the shared experts.
+struct MoEParams {
+  int64_t router = 0, routed = 0, shared = 0;
+};
+MoEParams moe_params(const ModelArgs& a) {
+  const MoEArgs& m = *a.moe;
+  MoEParams p;
+  p.router = m.num_experts * a.dim + (m.gate_bias ? m.num_experts : 0);
+  p.routed = m.num_experts * 3 * a.dim * a.moe_inter_dim;
+  p.shared = 3 * a.dim * a.moe_inter_dim * m.num_shared_experts;
+  return p;
 }
+
+// Parameters of the model, with each MoE layer's routed experts weighted by `routed_share`.
+int64_t params_with_routed_share(const ModelArgs& a, bool active) {
+  const int64_t hd = a.head_dim();
+  const int64_t attention =
+      a.dim * a.n_heads * hd + 2 * a.dim * a.kv_heads() * hd + a.n_heads * hd * a.dim;
+  int64_t norms = 2 * a.dim;       // attention_norm, ffn_norm
+  if (a.qk_norm) norms += 2 * hd;  // q_norm, k_norm
+  int64_t blocks = 0;
+  for (int64_t layer = 0; layer < a.n_layers; ++layer) {
+    blocks += attention + norms;
+    if (!a.is_moe_layer(layer)) {
+      blocks += 3 * a.dim * a.ffn_hidden_dim();
+      continue;
+    }
+    const MoEParams p = moe_params(a);
+    const int64_t routed = active ? p.routed * a.moe->top_k / a.moe->num_experts : p.routed;
+    blocks += p.router + routed + p.shared;
+  }
+  const int64_t output = a.tie_embeddings ? 0 : a.dim * a.vocab_size;
+  return a.vocab_size * a.dim + blocks + a.dim + output;  // + norm, output
+}
+}  // namespace
+
+int64_t ModelArgs::num_params() const { return params_with_routed_share(*this, false); }
+
+int64_t ModelArgs::num_active_params() const { return params_with_routed_share(*this, true); }
 
 }  // namespace titan

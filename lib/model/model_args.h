@@ -17,6 +17,28 @@ struct RopeScaling {
   double original_max_position = 8192.0;
 };
 
+// A mixture-of-experts layer as torchtitan v0.2.2 builds one (torchtitan/models/moe, MoEArgs):
+// its router, experts and load balancing (lib/moe).
+struct MoEArgs {
+  int64_t num_experts = 8;
+  int64_t num_shared_experts = 1;      // one SwiGLU of hidden_dim * num_shared_experts beside them
+  std::string score_func = "sigmoid";  // "softmax" or "sigmoid", in float32
+  bool route_norm = false;             // the chosen scores divided by their sum
+  double route_scale = 1.0;
+  bool gate_bias = false;
+  bool score_before_experts = true;  // scale each expert's input (else its output) by its score
+  int64_t top_k = 1;
+  // Node-limited routing: the experts in num_expert_groups groups, of which the
+  // num_limited_groups with the largest sum of their two best scores are eligible (unset: off).
+  std::optional<int64_t> num_expert_groups;
+  std::optional<int64_t> num_limited_groups;
+  std::optional<double> load_balance_coeff = 1e-3;  // unset: no expert_bias
+  // Whether expert_bias is updated before each optimizer step (torchtitan v0.2.2: deepseek_v3
+  // yes, qwen3 never).
+  bool update_expert_bias = false;
+  bool force_load_balance = false;  // debug.moe_force_load_balance: round-robin routing
+};
+
 struct ModelArgs {
   std::string family = "llama3";  // model.name: the registry's family (models/registry.h)
   int64_t dim = 4096;
@@ -39,6 +61,11 @@ struct ModelArgs {
   std::optional<int64_t> hidden_dim;
   bool qk_norm = false;
   bool tie_embeddings = false;
+  // Mixture of experts (unset: every block's feed-forward is dense): the experts' SwiGLU hidden
+  // size, and the blocks from n_dense_layers on have an MoE layer in place of the feed-forward.
+  std::optional<MoEArgs> moe;
+  int64_t moe_inter_dim = 768;
+  int64_t n_dense_layers = 0;
 
   int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
   int64_t head_dim() const { return head_dim_override.value_or(dim / n_heads); }
@@ -49,6 +76,12 @@ struct ModelArgs {
   // counted once, with the embedding).
   int64_t num_params() const;
   int64_t num_embedding_params() const { return vocab_size * dim; }
+  // Whether block `layer` has an MoE layer.
+  bool is_moe_layer(int64_t layer) const { return moe && layer >= n_dense_layers; }
+  // The parameters a token computes with (torchtitan's get_moe_model_nparams_and_flops): all but
+  // the routed experts' not chosen, counted as experts x top_k / num_experts (num_params() for a
+  // dense model).
+  int64_t num_active_params() const;
 };
 
 }  // namespace titan

@@ -28,7 +28,7 @@ Model make_model(const ModelArgs& args, const ParamMemory& memory) {
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
       {"llama3", llama3::flavors, llama3::flavor_args, make_model<TransformerImpl>},
-      {"qwen3", qwen3::dense_flavors, qwen3::flavor_args, make_model<qwen3::Qwen3Impl>},
+      {"qwen3", qwen3::flavors, qwen3::flavor_args, make_model<qwen3::Qwen3Impl>},
   };
   return kFamilies;
 }
@@ -70,6 +70,11 @@ ModelArgs model_args_for(const Config& config) {
   }
   args.max_seq_len = config.training.seq_len;
   args.dropout = config.model.dropout;
+  if (args.moe) {
+    args.moe->force_load_balance = config.debug.moe_force_load_balance;
+    // torchtitan v0.2.2 registers its load-balancing hook for deepseek_v3, never for qwen3.
+    args.moe->update_expert_bias = args.family != "qwen3" || config.debug.qwen3_moe_load_balancing;
+  }
   return args;
 }
 

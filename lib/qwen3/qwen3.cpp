@@ -23,12 +23,45 @@ const DenseFlavor kDense[] = {
     {"4B", 151936, 2560, 36, 32, 9728, true},    {"8B", 151936, 4096, 36, 32, 12288, false},
     {"14B", 151936, 5120, 40, 40, 17408, false}, {"32B", 151936, 5120, 64, 64, 25600, false},
 };
+
+// torchtitan v0.2.2's Qwen3-MoE flavors: no shared experts, softmax scores, route_norm,
+// route_scale 1, the scores applied after the experts. tiny_moe is titan-train's own, for tests:
+// tiny's attention with 8 experts, 2 per token.
+struct MoeFlavor {
+  const char* name;
+  DenseFlavor attention;  // its hidden_dim unused: every block is MoE
+  int64_t moe_inter_dim, num_experts, top_k, max_seq_len;
+  double rope_theta;
+};
+const MoeFlavor kMoe[] = {
+    {"tiny_moe", {"", 512, 64, 2, 4, 128, false, 2, 32}, 32, 8, 2, 4096, 1e6},
+    {"debugmodel_moe", {"", 2048, 256, 8, 16, 3072, false}, 768, 64, 8, 4096, 1e6},
+    {"30B-A3B", {"", 151936, 2048, 48, 32, 6144, false, 4}, 768, 128, 8, 262144, 1e6},
+    {"235B-A22B", {"", 151936, 4096, 94, 64, 12288, false, 4}, 1536, 128, 8, 4096, 5e6},
+};
+
+ModelArgs dense_args(const DenseFlavor& f) {
+  ModelArgs a;
+  a.family = "qwen3";
+  a.vocab_size = f.vocab_size, a.dim = f.dim, a.n_layers = f.n_layers, a.n_heads = f.n_heads;
+  a.n_kv_heads = f.n_kv_heads;
+  a.head_dim_override = f.head_dim;
+  a.hidden_dim = f.hidden_dim;
+  a.qk_norm = true;
+  a.tie_embeddings = f.tied;
+  a.norm_eps = 1e-6;
+  a.rope_theta = 1e6;
+  a.rope_scaling.enabled = false;
+  a.max_seq_len = 4096;
+  return a;
+}
 }  // namespace
 
-const std::vector<std::string>& dense_flavors() {
+const std::vector<std::string>& flavors() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
     for (const DenseFlavor& f : kDense) out.push_back(f.name);
+    for (const MoeFlavor& f : kMoe) out.push_back(f.name);
     return out;
   }();
   return names;
@@ -37,18 +70,23 @@ const std::vector<std::string>& dense_flavors() {
 ModelArgs flavor_args(const std::string& flavor) {
   for (const DenseFlavor& f : kDense) {
     if (flavor != f.name) continue;
-    ModelArgs a;
-    a.family = "qwen3";
-    a.vocab_size = f.vocab_size, a.dim = f.dim, a.n_layers = f.n_layers, a.n_heads = f.n_heads;
-    a.n_kv_heads = f.n_kv_heads;
-    a.head_dim_override = f.head_dim;
-    a.hidden_dim = f.hidden_dim;
-    a.qk_norm = true;
-    a.tie_embeddings = f.tied;
-    a.norm_eps = 1e-6;
-    a.rope_theta = 1e6;
-    a.rope_scaling.enabled = false;
-    a.max_seq_len = 4096;
+    return dense_args(f);
+  }
+  for (const MoeFlavor& f : kMoe) {
+    if (flavor != f.name) continue;
+    ModelArgs a = dense_args(f.attention);
+    a.moe_inter_dim = f.moe_inter_dim;
+    a.max_seq_len = f.max_seq_len;
+    a.rope_theta = f.rope_theta;
+    MoEArgs m;
+    m.num_experts = f.num_experts;
+    m.num_shared_experts = 0;
+    m.top_k = f.top_k;
+    m.score_func = "softmax";
+    m.route_norm = true;
+    m.route_scale = 1.0;
+    m.score_before_experts = false;
+    a.moe = m;
     return a;
   }
   throw std::invalid_argument("no qwen3 flavor \"" + flavor + "\"");
@@ -100,14 +138,18 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& rope_ca
 
 BlockImpl::BlockImpl(int64_t layer_id, const ModelArgs& args) : layer_id_(layer_id) {
   attention = register_module("attention", Attention(args));
-  feed_forward = register_module("feed_forward", FeedForward(args.dim, args.ffn_hidden_dim()));
+  if (args.is_moe_layer(layer_id)) {
+    moe = register_module("moe", moe::MoE(*args.moe, args.dim, args.moe_inter_dim));
+  } else {
+    feed_forward = register_module("feed_forward", FeedForward(args.dim, args.ffn_hidden_dim()));
+  }
   attention_norm = register_module("attention_norm", RMSNorm(args.dim, args.norm_eps));
   ffn_norm = register_module("ffn_norm", RMSNorm(args.dim, args.norm_eps));
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& rope_cache) {
   auto h = x + attention(attention_norm(x), rope_cache);
-  return h + feed_forward(ffn_norm(h));
+  return h + (moe ? moe(ffn_norm(h)) : feed_forward(ffn_norm(h)));
 }
 
 void BlockImpl::init_weights(double weight_init_std, const ParamInit& init) {
@@ -120,6 +162,10 @@ void BlockImpl::init_weights(double weight_init_std, const ParamInit& init) {
   init(attention->wo->weight, std_layer);
   if (attention->q_norm) init(attention->q_norm->weight, ones);
   if (attention->k_norm) init(attention->k_norm->weight, ones);
+  if (moe) {
+    moe->init_weights(weight_init_std, init);
+    return;
+  }
   init(feed_forward->w1->weight, std_002);
   for (auto* w : {&feed_forward->w2->weight, &feed_forward->w3->weight}) init(*w, std_layer);
 }
@@ -171,6 +217,15 @@ std::vector<at::Tensor> Qwen3Impl::unit_parameters(ParamUnit unit, int64_t layer
   std::vector<at::Tensor> head = norm->parameters();
   if (output) head.push_back(output->weight);
   return head;
+}
+
+std::vector<ExpertLoad> Qwen3Impl::expert_loads() const {
+  std::vector<ExpertLoad> out;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const auto& block = layers->ptr<BlockImpl>(i);
+    if (block->moe) out.push_back(block->moe->load("layers." + std::to_string(i) + ".moe"));
+  }
+  return out;
 }
 
 void Qwen3Impl::init_weights(const StartingValues& keep) {

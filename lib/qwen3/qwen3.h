@@ -1,12 +1,16 @@
-// Qwen3 (dense) as torchtitan v0.2.2 builds it (torchtitan/models/qwen3), as libtorch modules:
-// the model family "qwen3" of models/registry.h. Beside Llama 3: RMSNorm on each head's q and k
-// (qk_norm), RoPE by rotate_half on a cos/sin cache, a head_dim of its own, the SwiGLU hidden size
-// given directly, and (enable_weight_tying) an output projection that is the embedding's weight.
+// Qwen3 and Qwen3-MoE as torchtitan v0.2.2 builds them (torchtitan/models/qwen3), as libtorch
+// modules: the model family "qwen3" of models/registry.h. Beside Llama 3: RMSNorm on each head's q
+// and k (qk_norm), RoPE by rotate_half on a cos/sin cache, a head_dim of its own, the SwiGLU hidden
+// size given directly, and (enable_weight_tying) an output projection that is the embedding's
+// weight. The MoE flavors have a mixture-of-experts layer (lib/moe) in every block in place of the
+// feed-forward.
 //
 // Shapes: B batch, T sequence, D dim, H heads, K kv heads, E head_dim, V vocab.
 // Parameter names match torchtitan's: tok_embeddings.weight, layers.0.attention.wq.weight,
 // layers.0.attention.q_norm.weight, ..., layers.0.feed_forward.w1.weight, norm.weight, and
-// output.weight unless tied (a tied model holds the one tensor once, as tok_embeddings.weight).
+// output.weight unless tied (a tied model holds the one tensor once, as tok_embeddings.weight);
+// MoE blocks: layers.0.moe.experts.w1, layers.0.moe.router.gate.weight, buffer
+// layers.0.moe.expert_bias.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -22,13 +26,15 @@
 #include "model/model.h"
 #include "model/model_args.h"
 #include "model/rmsnorm.h"
+#include "moe/moe.h"
 
 namespace titan::qwen3 {
 
-// torchtitan's qwen3 flavors without MoE (debugmodel, 0.6B, 1.7B, 4B, 8B, 14B, 32B), after
-// titan-train's tiny (for tests).
-const std::vector<std::string>& dense_flavors();
-// The args of a dense flavor (family "qwen3"). Throws std::invalid_argument for another name.
+// torchtitan's qwen3 flavors: dense (debugmodel, 0.6B, 1.7B, 4B, 8B, 14B, 32B) after
+// titan-train's tiny, then MoE (debugmodel_moe, 30B-A3B, 235B-A22B) after titan-train's tiny_moe
+// (tiny and tiny_moe are for tests).
+const std::vector<std::string>& flavors();
+// The args of a flavor (family "qwen3"). Throws std::invalid_argument for another name.
 ModelArgs flavor_args(const std::string& flavor);
 
 // The RoPE cache: (T, 2E), cos(cat(f, f)) then sin(cat(f, f)) of each position's angles f.
@@ -59,7 +65,8 @@ class BlockImpl : public torch::nn::Module {
   void init_weights(double weight_init_std, const ParamInit& init);
   int64_t layer_id() const { return layer_id_; }
   Attention attention{nullptr};
-  FeedForward feed_forward{nullptr};
+  FeedForward feed_forward{nullptr};  // null in an MoE block
+  moe::MoE moe{nullptr};              // null in a dense block
   RMSNorm attention_norm{nullptr}, ffn_norm{nullptr};
 
  private:
@@ -72,6 +79,7 @@ class Qwen3Impl : public ModelImpl {
   explicit Qwen3Impl(const ModelArgs& args, const ParamMemory& memory = {});
   void init_weights(const StartingValues& keep = {}) override;
   std::vector<at::Tensor> unit_parameters(ParamUnit unit, int64_t layer) const override;
+  std::vector<ExpertLoad> expert_loads() const override;
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};

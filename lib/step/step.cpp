@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "moe/load_balance.h"
 #include "optim/optimizer.h"
 #include "parallel/pairwise_sum.h"
 #include "util/autocast.h"
@@ -219,6 +220,8 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   out.step = request.step;
   out.lr = request.lr;
   for (auto* o : observers) o->step_starting(request);
+  const std::vector<ExpertLoad> expert_loads = target.model->expert_loads();
+  moe::reset_expert_counts(expert_loads);
   if (request.mode == StepMode::kLosses || request.mode == StepMode::kEvaluate) {
     std::vector<at::Tensor> losses = evaluate(target, options, request, observers);
     if (request.mode == StepMode::kEvaluate) {
@@ -259,6 +262,11 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
   if (!request.max_loss_over_ranks) out.max_loss = out.loss;
   if (train) {
     ScopedSeconds timed(out.timings.update);
+    // torchtitan's optimizer pre-hook: the experts' load, summed over the ranks, moves their
+    // biases before the update.
+    moe::balance_experts(expert_loads, [&](at::Tensor& counts) {
+      parallel.sum_over_ranks(counts, "the tokens per expert");
+    });
     in_phase("optimizer step", request.step, [&] { target.optimizer->step(); });
   }
   for (auto* o : observers) o->step_finished(request, out);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates test/data/llama_reference.bin and qwen3_reference.bin, the PyTorch references that the
-# C++ parity tests compare titan-train's models against, and the Hugging
-# Face import's reference (test/data/hf_tiny/, hf_llama_reference.bin,
+# Regenerates test/data/llama_reference.bin, qwen3_reference.bin and moe_*_reference.bin, the
+# PyTorch references that the C++ parity tests compare titan-train's models against, and the
+# Hugging Face import's reference (test/data/hf_tiny/, hf_llama_reference.bin,
 # hf_reference_run/: scripts/reference/hf_llama_reference.py).
 # Needs Debian's PyTorch (python3-torch) at /usr/bin/python3.
 set -euo pipefail
@@ -23,3 +23,9 @@ mkdir -p test/data
 /usr/bin/python3 scripts/reference/hf_llama_reference.py --data-dir test/data
 # Qwen3's: a tied 2-layer model with head_dim other than dim / n_heads (test_qwen3.cpp).
 /usr/bin/python3 scripts/reference/qwen3_reference.py --out test/data/qwen3_reference.bin
+# The mixture-of-experts layer's: torchtitan's Qwen3-MoE router, and every other router option with
+# load balancing (test_moe.cpp).
+for case in qwen3 router; do
+  /usr/bin/python3 scripts/reference/qwen3_moe_reference.py --case "$case" \
+    --out "test/data/moe_${case}_reference.bin"
+done

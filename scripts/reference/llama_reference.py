@@ -234,8 +234,9 @@ def check(path):
     print("check OK: %d records, logits match the model's" % len(recs))
 
 
-def train_steps(model, params, inputs, targets, c):
-    """c["steps"] AdamW steps from the model's weights: (losses, clipped grad norms, LRs)."""
+def train_steps(model, params, inputs, targets, c, before_update=None):
+    """c["steps"] AdamW steps from the model's weights: (losses, clipped grad norms, LRs).
+    before_update(), when given, runs before each optimizer step (an MoE's load balancing)."""
     opt = torch.optim.AdamW(params, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"],
                             weight_decay=c["weight_decay"], foreach=False)
     losses, norms, lrs = [], [], []
@@ -247,6 +248,8 @@ def train_steps(model, params, inputs, targets, c):
         lr = c["lr"] * lr_factor(s, c)
         for group in opt.param_groups:
             group["lr"] = lr
+        if before_update is not None:
+            before_update()
         opt.step()
         losses.append(step_loss.item()); norms.append(norm.item()); lrs.append(lr)
         print("step %2d  loss %.6f  grad_norm %.6f  lr %.6g" % (s, losses[-1], norms[-1], lr))

@@ -1,0 +1,50 @@
+// The mixture-of-experts layer of torchtitan v0.2.2 (torchtitan/models/moe/moe.py, MoE): a
+// router, routed experts, optional shared experts, and the state of auxiliary-loss-free load
+// balancing (expert_bias, tokens_per_expert; updated by moe/load_balance.h). Parameter names
+// match torchtitan's: experts.w1/w2/w3, router.gate.weight, shared_experts.w1.weight, ...
+//
+// Shapes: B batch, T sequence, N = B x T tokens, D dim, E experts, K top_k.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+
+#include "model/layers.h"
+#include "model/model.h"
+#include "model/model_args.h"
+#include "moe/experts.h"
+#include "moe/router.h"
+
+namespace titan::moe {
+
+class MoEImpl : public torch::nn::Module {
+ public:
+  // Made in torchtitan's order: experts (drawing nothing), router, shared experts.
+  MoEImpl(const MoEArgs& args, int64_t dim, int64_t hidden_dim);
+  // x (B, T, D) -> (B, T, D). In training mode, and unless the thread is recomputing a
+  // checkpointed block (model/recompute_scope.h), adds the tokens each expert received to
+  // tokens_per_expert: once per forward of the step, whatever activation checkpointing
+  // recomputes. The weighted sum of a token's expert outputs runs in its routing order.
+  at::Tensor forward(const at::Tensor& x);
+  // torchtitan's init, in its order: experts, router, shared experts; the buffers to zeros.
+  void init_weights(double init_std, const ParamInit& init);
+  // This layer's routing state, named `name` ("layers.3.moe").
+  ExpertLoad load(const std::string& name) const;
+
+  GroupedExperts experts{nullptr};
+  Router router{nullptr};
+  FeedForward shared_experts{nullptr};  // null without shared experts
+  at::Tensor expert_bias;               // (E) float32 buffer; undefined without load balancing
+  at::Tensor tokens_per_expert;         // (E) float32 buffer
+
+ private:
+  // The experts' outputs (N x K, D) in routing order combined per token: (N, D).
+  at::Tensor combine(const at::Tensor& routed, const at::Tensor& top_scores,
+                     at::ScalarType dtype) const;
+  MoEArgs args_;
+};
+TORCH_MODULE(MoE);
+
+}  // namespace titan::moe
