@@ -154,7 +154,7 @@ double relative(const at::Tensor& got, const at::Tensor& want) {
 
 TEST_CASE(
     "moe: logits, loss, every gradient and the gradient norm match the PyTorch reference of "
-    "torchtitan's MoE (Qwen3-MoE's router; every other router option)",
+    "torchtitan's MoE (Qwen3-MoE's router, and every other router option)",
     "[moe][parity]") {
   const std::string which = GENERATE("qwen3", "router");
   INFO(which);

@@ -52,6 +52,35 @@ TEST_CASE("train_state: encoding round-trips and equality sees every field", "[t
   CHECK(other != state);
 }
 
+TEST_CASE("train_state: an MoE model's expert biases round-trip as version 3, exactly",
+          "[train_state][moe]") {
+  Config c = snapshot_config("state_moe", AcMode::kNone);
+  c.model.name = "qwen3";
+  c.model.flavor = "tiny_moe";
+  c.debug.qwen3_moe_load_balancing = true;
+  auto run = test::start_run(c);
+  run->trainer->train_step();
+  TrainState state = run->trainer->engine().state();
+  REQUIRE(state.model_buffers.size() == 2);
+  const at::Tensor bias = state.model_buffers.at("layers.0.moe.expert_bias");
+  CHECK(bias.abs().max().item<float>() > 0);  // one update of +-0.001, re-centred
+  const std::string bytes = encode_train_state(state);
+  CHECK(bytes[8] == 3);
+  TrainState back = decode_train_state(bytes, "mem");
+  CHECK(back == state);
+  CHECK(at::equal(back.model_buffers.at("layers.0.moe.expert_bias"), bias));
+  TrainState other = state;
+  other.model_buffers["layers.0.moe.expert_bias"] = bias + 1e-9f;
+  CHECK(other != state);
+  // A state without them does not resume an MoE model.
+  TrainState dense = state;
+  dense.model_buffers.clear();
+  CHECK(encode_train_state(dense)[8] == 1);
+  CHECK_THROWS_WITH(
+      run->trainer->engine().apply(dense),
+      Catch::Contains("the train state has no layers.0.moe.expert_bias of 8 experts"));
+}
+
 TEST_CASE("train_state: a damaged encoding is refused naming the source", "[train_state]") {
   TrainState state;
   state.step = 5;

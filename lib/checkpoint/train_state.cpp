@@ -13,7 +13,9 @@ namespace {
 constexpr char kMagic[8] = {'T', 'I', 'T', 'N', 'S', 'T', 'A', 'T'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kVersionWithInstruments = 2;
+constexpr uint32_t kVersionWithModelBuffers = 3;
 constexpr uint32_t kMaxInstruments = 64;
+constexpr uint32_t kMaxModelBuffers = 4096;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the encoding is little-endian");
 
@@ -30,6 +32,12 @@ class Writer {
     at::Tensor c = t.contiguous();
     put<int64_t>(c.numel());
     out_.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+  }
+  // A float32 CPU tensor as its element count and raw bytes (a 1-D state).
+  void put_floats(const at::Tensor& t) {
+    at::Tensor c = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    put<int64_t>(c.numel());
+    out_.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.nbytes()));
   }
   void put_string(const std::string& s) {
     put<uint64_t>(s.size());
@@ -57,6 +65,15 @@ class Reader {
     if (static_cast<uint64_t>(n) > bytes_.size()) fail("a state length is larger than the file");
     at::Tensor t = at::empty({n}, at::kByte);
     std::memcpy(t.data_ptr(), take(static_cast<size_t>(n)), static_cast<size_t>(n));
+    return t;
+  }
+  at::Tensor get_floats() {
+    const auto n = get<int64_t>();
+    if (n < 0 || static_cast<uint64_t>(n) > bytes_.size() / sizeof(float))
+      fail("a buffer length is larger than the file");
+    at::Tensor t = at::empty({n}, at::kFloat);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    std::memcpy(t.data_ptr(), take(bytes), bytes);
     return t;
   }
   std::string get_string() {
@@ -89,6 +106,11 @@ class Reader {
 }  // namespace
 
 bool TrainState::operator==(const TrainState& o) const {
+  if (model_buffers.size() != o.model_buffers.size()) return false;
+  for (const auto& [name, tensor] : model_buffers) {
+    auto it = o.model_buffers.find(name);
+    if (it == o.model_buffers.end() || !at::equal(tensor, it->second)) return false;
+  }
   return step == o.step && tokens_seen == o.tokens_seen && loader == o.loader && rng == o.rng &&
          instruments == o.instruments;
 }
@@ -96,7 +118,10 @@ bool TrainState::operator==(const TrainState& o) const {
 std::string encode_train_state(const TrainState& s) {
   Writer w;
   for (char c : kMagic) w.put(c);
-  w.put(s.instruments.empty() ? kVersion : kVersionWithInstruments);
+  const uint32_t version = !s.model_buffers.empty() ? kVersionWithModelBuffers
+                           : !s.instruments.empty() ? kVersionWithInstruments
+                                                    : kVersion;
+  w.put(version);
   w.put(s.step);
   w.put(s.tokens_seen);
   w.put(s.loader.epoch);
@@ -105,11 +130,17 @@ std::string encode_train_state(const TrainState& s) {
   w.put_bytes(s.rng.cpu);
   w.put<uint32_t>(static_cast<uint32_t>(s.rng.cuda.size()));
   for (const auto& state : s.rng.cuda) w.put_bytes(state);
-  if (s.instruments.empty()) return w.take();
+  if (version == kVersion) return w.take();
   w.put<uint32_t>(static_cast<uint32_t>(s.instruments.size()));
   for (const auto& [name, bytes] : s.instruments) {
     w.put_string(name);
     w.put_string(bytes);
+  }
+  if (version == kVersionWithInstruments) return w.take();
+  w.put<uint32_t>(static_cast<uint32_t>(s.model_buffers.size()));
+  for (const auto& [name, tensor] : s.model_buffers) {
+    w.put_string(name);
+    w.put_floats(tensor);
   }
   return w.take();
 }
@@ -120,9 +151,9 @@ TrainState decode_train_state(const std::string& bytes, const std::string& sourc
     if (r.get<char>() != c) r.fail("wrong magic number (expected TITNSTAT)");
   }
   const auto version = r.get<uint32_t>();
-  if (version != kVersion && version != kVersionWithInstruments) {
-    r.fail(fmt::format("format version {} (this titan-train reads versions {} and {})", version,
-                       kVersion, kVersionWithInstruments));
+  if (version < kVersion || version > kVersionWithModelBuffers) {
+    r.fail(fmt::format("format version {} (this titan-train reads versions {} to {})", version,
+                       kVersion, kVersionWithModelBuffers));
   }
   TrainState s;
   s.step = r.get<int64_t>();
@@ -134,12 +165,20 @@ TrainState decode_train_state(const std::string& bytes, const std::string& sourc
   const auto devices = r.get<uint32_t>();
   if (devices > 1024) r.fail(fmt::format("{} CUDA generator states", devices));
   for (uint32_t i = 0; i < devices; ++i) s.rng.cuda.push_back(r.get_bytes());
-  if (version == kVersionWithInstruments) {
+  if (version >= kVersionWithInstruments) {
     const auto count = r.get<uint32_t>();
     if (count > kMaxInstruments) r.fail(fmt::format("{} instrument states", count));
     for (uint32_t i = 0; i < count; ++i) {
       std::string name = r.get_string();
       s.instruments[name] = r.get_string();
+    }
+  }
+  if (version >= kVersionWithModelBuffers) {
+    const auto count = r.get<uint32_t>();
+    if (count > kMaxModelBuffers) r.fail(fmt::format("{} model buffers", count));
+    for (uint32_t i = 0; i < count; ++i) {
+      std::string name = r.get_string();
+      s.model_buffers[name] = r.get_floats();
     }
   }
   r.expect_end();

@@ -22,13 +22,17 @@ struct TrainState {
   RngState rng;             // global generators (CPU, every CUDA device)
   // The instruments' own positions (validation's reader), by instrument name: opaque bytes.
   std::map<std::string, std::string> instruments;
+  // The model's state besides its parameters that later steps depend on, by torchtitan's name:
+  // each MoE layer's expert_bias ("layers.3.moe.expert_bias"), float32 on the CPU.
+  std::map<std::string, at::Tensor> model_buffers;
 
   bool operator==(const TrainState& other) const;
   bool operator!=(const TrainState& other) const { return !(*this == other); }
 };
 
 // "TITNSTAT", a format version, then the fields, little-endian: version 1 without instrument
-// states (written when there are none, so such files read anywhere), version 2 with them.
+// states or model buffers (written when there are none, so such files read anywhere), version 2
+// with instrument states, version 3 with model buffers too.
 std::string encode_train_state(const TrainState& state);
 
 // Inverse of encode_train_state. Throws RuntimeFailure naming `source` (a file name, for messages)

@@ -41,6 +41,29 @@ std::string format_console_line(const StepMetrics& m, const ConsoleColors& c) {
       m.mfu_pct, c.reset, m.lr);
 }
 
+namespace {
+// ', "moe": {...}', or "" for a dense model.
+std::string moe_json(const StepMetrics& m) {
+  if (m.moe.empty()) return "";
+  std::string layers;
+  for (const ExpertLoadStats& l : m.moe) {
+    layers += fmt::format("{}\"{}\": {{\"max\": {}, \"mean\": {}, \"max_over_mean\": {}}}",
+                          layers.empty() ? "" : ", ", l.name, json_number(l.max),
+                          json_number(l.mean), json_number(l.max_over_mean()));
+  }
+  return ", \"moe\": {" + layers + "}";
+}
+}  // namespace
+
+std::string format_moe_load_line(const StepMetrics& m) {
+  if (m.moe.empty()) return "";
+  std::string out = "moe load (max/mean tokens per expert):";
+  for (size_t i = 0; i < m.moe.size(); ++i) {
+    out += fmt::format("{}{} {:.2f}", i == 0 ? " " : "  ", m.moe[i].name, m.moe[i].max_over_mean());
+  }
+  return out;
+}
+
 std::string format_json_line(const StepMetrics& m) {
   std::string layers;
   for (const PartNorms& p : m.layers) {
@@ -54,11 +77,12 @@ std::string format_json_line(const StepMetrics& m) {
       "{{\"step\": {}, \"loss\": {}, \"grad_norm\": {}, \"lr\": {}, \"tokens_seen\": {}, "
       "\"max_loss\": {}, \"memory_gib\": {}, \"memory_pct\": {}, \"tps\": {}, "
       "\"tflops\": {}, \"mfu_pct\": {}, \"step_time_s\": {}, \"cpu_user_s\": {}, "
-      "\"cpu_system_s\": {}, \"minor_faults\": {}, \"layers\": {{{}}}}}",
+      "\"cpu_system_s\": {}, \"minor_faults\": {}, \"layers\": {{{}}}{}}}",
       m.step, json_number(m.loss), json_number(m.grad_norm), json_number(m.lr), m.tokens_seen,
       json_number(m.max_loss), json_number(m.memory_gib), json_number(m.memory_pct),
       json_number(m.tps), json_number(m.tflops), json_number(m.mfu_pct), json_number(m.step_time_s),
-      json_number(m.cpu_user_s), json_number(m.cpu_system_s), json_number(m.minor_faults), layers);
+      json_number(m.cpu_user_s), json_number(m.cpu_system_s), json_number(m.minor_faults), layers,
+      moe_json(m));
 }
 
 namespace {

@@ -20,6 +20,13 @@ struct PartNorms {
   double update_ratio() const { return weight_norm > 0 ? update_norm / weight_norm : 0; }
 };
 
+// One MoE layer's load at a logged step: tokens per expert over all ranks.
+struct ExpertLoadStats {
+  std::string name;  // "layers.3.moe"
+  double max = 0, mean = 0;
+  double max_over_mean() const { return mean > 0 ? max / mean : 0; }
+};
+
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;
@@ -42,6 +49,8 @@ struct StepMetrics {
   double minor_faults = 0;
   // Per part of the model, in model order (embedding, blocks, norm, output).
   std::vector<PartNorms> layers;
+  // Per MoE layer, in model order (none for a dense model).
+  std::vector<ExpertLoadStats> moe;
 };
 
 // The escape codes of the console's colours; all empty when colour is off.
@@ -57,9 +66,14 @@ const ConsoleColors& console_colors(bool on);
 std::string format_console_line(const StepMetrics& m,
                                 const ConsoleColors& colors = console_colors(false));
 
+// "moe load (max/mean tokens per expert): layers.0.moe 1.75  layers.1.moe 1.50"; "" for a dense
+// model.
+std::string format_moe_load_line(const StepMetrics& m);
+
 // One JSON object, every number at full (round-trip) precision; the parts' norms as an object
 // "layers": {"tok_embeddings": {"grad_norm": ..., "weight_norm": ..., "update_norm": ...,
-// "update_ratio": ...}, "0": {...}, ...}.
+// "update_ratio": ...}, "0": {...}, ...}; an MoE model's also "moe": {"layers.0.moe": {"max":
+// ..., "mean": ..., "max_over_mean": ...}, ...}.
 std::string format_json_line(const StepMetrics& m);
 
 // A number as JSON writes it: round-trip precision, "NaN"/"Infinity" as strings.

@@ -4,8 +4,9 @@
 
 namespace titan::moe {
 
-void balance_experts(const std::vector<ExpertLoad>& loads, const SumOverRanks& sum_over_ranks) {
-  if (loads.empty()) return;
+at::Tensor balance_experts(const std::vector<ExpertLoad>& loads,
+                           const SumOverRanks& sum_over_ranks) {
+  if (loads.empty()) return {};
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> counts;
   for (const ExpertLoad& l : loads) counts.push_back(l.tokens_per_expert);
@@ -19,6 +20,7 @@ void balance_experts(const std::vector<ExpertLoad>& loads, const SumOverRanks& s
     at::Tensor delta = l.load_balance_coeff * at::sign(c.mean() - c);
     l.expert_bias.add_(delta - delta.mean());
   }
+  return all;
 }
 
 void reset_expert_counts(const std::vector<ExpertLoad>& loads) {

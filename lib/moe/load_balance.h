@@ -14,11 +14,12 @@ namespace titan::moe {
 // Sums a tensor over the data-parallel ranks in place (every rank gets the sum).
 using SumOverRanks = std::function<void(at::Tensor&)>;
 
-// Before the optimizer step: sums every layer's tokens_per_expert over the ranks (in place: the
-// step's counts over all ranks, for the metrics), then for each layer that updates its bias,
-// expert_bias += d - mean(d) with d = coeff * sign(mean(counts) - counts). Every rank computes
-// the same update from the same sums. Nothing to do without MoE layers.
-void balance_experts(const std::vector<ExpertLoad>& loads, const SumOverRanks& sum_over_ranks);
+// Before the optimizer step: sums every layer's tokens_per_expert over the ranks (in place), then
+// for each layer that updates its bias, expert_bias += d - mean(d) with
+// d = coeff * sign(mean(counts) - counts). Every rank computes the same update from the same
+// sums. Returns the sums, (layers, E) float32 (undefined without MoE layers: nothing done).
+at::Tensor balance_experts(const std::vector<ExpertLoad>& loads,
+                           const SumOverRanks& sum_over_ranks);
 
 // Zeroes every layer's tokens_per_expert (a step starts counting afresh).
 void reset_expert_counts(const std::vector<ExpertLoad>& loads);

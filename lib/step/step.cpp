@@ -264,7 +264,7 @@ StepOutcome run_step(const StepTarget& target, const StepOptions& options,
     ScopedSeconds timed(out.timings.update);
     // torchtitan's optimizer pre-hook: the experts' load, summed over the ranks, moves their
     // biases before the update.
-    moe::balance_experts(expert_loads, [&](at::Tensor& counts) {
+    out.tokens_per_expert = moe::balance_experts(expert_loads, [&](at::Tensor& counts) {
       parallel.sum_over_ranks(counts, "the tokens per expert");
     });
     in_phase("optimizer step", request.step, [&] { target.optimizer->step(); });

@@ -85,6 +85,9 @@ struct StepOutcome {
   bool skipped = false;  // the rerun check dropped the step's update (debug.rerun_action "skip")
   std::vector<at::Tensor> sequence_losses;  // kLosses: per micro-batch, (B) float64 on the CPU
   int64_t tokens = 0;                       // kEvaluate: the tokens evaluated on this rank
+  // kTrain of an MoE model: (MoE layers, experts) float32, the tokens each expert received in the
+  // step over all ranks (model->expert_loads() order); undefined otherwise.
+  at::Tensor tokens_per_expert;
   StepTimings timings;
   // Added by observers, each under its own type (LayerNorms, NumericsStep, Validated: see the
   // instrument that adds it).

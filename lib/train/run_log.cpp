@@ -28,6 +28,34 @@ void log_data_parallel(const RunComponents& run, std::ostream& log) {
       run.initial_checksum, config.comm.init_timeout_seconds, config.comm.train_timeout_seconds);
 }
 
+// An MoE model's routing and load balancing, and what it does differently from torchtitan v0.2.2.
+void log_moe(const ModelArgs& args, std::ostream& log) {
+  if (!args.moe) return;
+  const MoEArgs& m = *args.moe;
+  int64_t moe_layers = 0;
+  for (int64_t layer = 0; layer < args.n_layers; ++layer) moe_layers += args.is_moe_layer(layer);
+  log << fmt::format(
+      "[titan] MoE: {} of {} blocks, {} experts of hidden {} (top {}, {} scores{}{}, {} shared), "
+      "{} parameters active per token; top-k ties go to the lower expert index\n",
+      moe_layers, args.n_layers, m.num_experts, args.moe_inter_dim, m.top_k, m.score_func,
+      m.route_norm ? ", route_norm" : "",
+      m.score_before_experts ? ", scores before the experts" : ", scores after the experts",
+      m.num_shared_experts, with_thousands(args.num_active_params()));
+  if (m.force_load_balance) {
+    log << "[titan] MoE routing: round-robin (debug.moe_force_load_balance)\n";
+  }
+  if (!m.load_balance_coeff) return;
+  if (m.update_expert_bias) {
+    log << fmt::format(
+        "[titan] MoE load balancing: expert_bias += {} x sign(mean - count) before each "
+        "optimizer step, from the tokens counted once per step (recomputation never counts)\n",
+        *m.load_balance_coeff);
+  } else {
+    log << "[titan] MoE load balancing: expert_bias is never updated, as torchtitan v0.2.2 "
+           "trains qwen3 (debug.qwen3_moe_load_balancing = true updates it as deepseek_v3's)\n";
+  }
+}
+
 void log_activation_checkpointing(const RunComponents& run, std::ostream& log) {
   const auto& ac = run.context.config.activation_checkpoint;
   if (run.model.checkpointed.names.empty()) {
@@ -84,6 +112,7 @@ void log_run_start(const RunComponents& run, std::ostream& log) {
   log << fmt::format("[titan] model {} {}: {} parameters ({} non-embedding)\n", config.model.name,
                      config.model.flavor, with_thousands(args.num_params()),
                      with_thousands(args.num_params() - args.num_embedding_params()));
+  log_moe(args, log);
   log << fmt::format(
       "[titan] kernels: attention {} (head_dim {}), SwiGLU {}, RMSNorm {}, AdamW {}, "
       "linear {}\n",

@@ -176,6 +176,8 @@ RunOutputs::RunOutputs(const RunContext& context, const FingerprintHeader& heade
 
 void RunOutputs::log_step(const StepMetrics& m) {
   console() << "[titan] " << format_console_line(m, colors()) << std::endl;
+  const std::string moe_load = format_moe_load_line(m);
+  if (!moe_load.empty()) console() << "[titan]   " << moe_load << std::endl;
   check_console();
   if (metrics_) metrics_->write(m);
   if (tensorboard_) write_tensorboard(m.step, tensorboard_scalars(m));

@@ -92,6 +92,13 @@ void Trainer::log_step(const StepOutcome& r, double seconds, int64_t steps) {
   m.lr = r.lr;
   m.max_loss = r.max_loss;
   if (const LayerNormsFound* norms = r.findings.find<LayerNormsFound>()) m.layers = norms->parts;
+  if (r.tokens_per_expert.defined()) {
+    const auto loads = engine().target().model->expert_loads();
+    for (size_t i = 0; i < loads.size(); ++i) {
+      const at::Tensor counts = r.tokens_per_expert[static_cast<int64_t>(i)].to(at::kDouble);
+      m.moe.push_back({loads[i].name, counts.max().item<double>(), counts.mean().item<double>()});
+    }
+  }
   m.tokens_seen = engine().tokens_seen();
   auto memory = read_and_reset_peak_memory(ctx_.device);
   m.memory_gib = memory.peak_gib;

@@ -1,0 +1,133 @@
+// Qwen3-MoE through the binary: torchtitan's qwen3_moe_debug.toml, the start-up and per-step
+// lines, the expert biases in checkpoints and fingerprints (a bit-exact resume), batch
+// invariance over ranks with the experts sharded, and the AC checker on the routed blocks.
+#include <filesystem>
+#include <string>
+
+#include "catch_torch.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/train_state.h"
+#include "test_ranks.h"
+#include "test_util.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// tiny_moe with load balancing on, so that the expert biases move.
+const char* const kMoe =
+    " --model.name qwen3 --model.flavor tiny_moe --debug.qwen3_moe_load_balancing ";
+const char* const kSaving =
+    " --checkpoint.enable --checkpoint.last_save_model_only false --checkpoint.keep_latest_k 0 ";
+
+std::string data_file(const std::string& name) { return test::source_dir() + "/test/data/" + name; }
+
+}  // namespace
+
+TEST_CASE(
+    "moe run: torchtitan's qwen3_moe_debug.toml loads unchanged, expert parallelism and "
+    "deepseek_v3 are exit 2 naming the key",
+    "[config][torchtitan][moe]") {
+  const std::string dir = test::temp_dir("moe_configs");
+  fs::create_directories(dir + "/tests/assets/tokenizer");
+  test::write_text(dir + "/tests/assets/tokenizer/tokenizer.json",
+                   R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+          "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
+          "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 1}}})");
+  const std::string config = " --config " + data_file("torchtitan_qwen3_moe_debug.toml");
+  auto r = test::run_shell("cd " + dir + " && " + test::binary() + config + " --print-config 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("flavor = \"debugmodel_moe\"") &&
+                           Catch::Contains("selective_ac_option = \"op\""));
+  auto ep = test::run_shell("cd " + dir + " && " + test::binary() + config +
+                            " --parallelism.expert_parallel_degree 2 --print-config 2>&1");
+  CHECK(ep.exit_code == 2);
+  CHECK_THAT(ep.output, Catch::Contains("parallelism.expert_parallel_degree") &&
+                            Catch::Contains("no expert parallelism yet"));
+  auto deepseek = test::run_titan(
+      "--config " + data_file("torchtitan_deepseek_v3_debug_model.toml") + " --print-config");
+  CHECK(deepseek.exit_code == 2);
+  CHECK_THAT(deepseek.output,
+             Catch::Contains("model.name: \"deepseek_v3\" needs multi-head latent attention"));
+}
+
+TEST_CASE(
+    "moe run: the start-up lines say how it routes and balances, each logged step its load, and "
+    "metrics.jsonl the tokens per expert",
+    "[moe]") {
+  const auto dir = test::temp_dir("moe_lines");
+  auto plain = test::run_titan(
+      test::tiny_run(dir + "/plain", 2, " --model.name qwen3 --model.flavor tiny_moe"));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  CHECK_THAT(
+      plain.output,
+      Catch::Contains("model qwen3 tiny_moe: 214,464 parameters") &&
+          Catch::Contains("MoE: 2 of 2 blocks, 8 experts of hidden 32 (top 2, softmax "
+                          "scores, route_norm, scores after the experts, 0 shared), "
+                          "140,736 parameters active per token") &&
+          Catch::Contains("expert_bias is never updated, as torchtitan v0.2.2 trains qwen3") &&
+          Catch::Contains("moe load (max/mean tokens per expert): layers.0.moe "));
+  // 2 sequences x 16 tokens x top 2 = 64 choices over 8 experts: a mean of 8 per expert.
+  CHECK_THAT(test::read_text(dir + "/plain/metrics.jsonl"),
+             Catch::Contains("\"moe\": {\"layers.0.moe\": {\"max\": ") &&
+                 Catch::Contains("\"mean\": 8, "));
+  auto balanced = test::run_titan(test::tiny_run(dir + "/balanced", 2, kMoe));
+  REQUIRE(balanced.exit_code == 0);
+  CHECK_THAT(balanced.output, Catch::Contains("MoE load balancing: expert_bias += 0.001 x "
+                                              "sign(mean - count) before each optimizer step"));
+  auto forced = test::run_titan(
+      test::tiny_run(dir + "/forced", 2, std::string(kMoe) + "--debug.moe_force_load_balance"));
+  REQUIRE(forced.exit_code == 0);
+  CHECK_THAT(forced.output,
+             Catch::Contains("round-robin") &&
+                 Catch::Contains("moe load (max/mean tokens per expert): layers.0.moe 1.00  "
+                                 "layers.1.moe 1.00"));
+}
+
+TEST_CASE(
+    "moe run: the expert biases are saved with the train state, fingerprinted, and a resume "
+    "under full AC is bit-exact",
+    "[moe][checkpoint]") {
+  const std::string run = std::string(kMoe) + "--activation_checkpoint.mode full ";
+  const auto straight = test::temp_dir("moe_straight");
+  REQUIRE(test::run_titan(test::tiny_run(straight, 6, run)).exit_code == 0);
+  const auto dir = test::temp_dir("moe_resumed");
+  const std::string flags = test::tiny_run(dir, 6, run + kSaving + "--checkpoint.interval 3");
+  REQUIRE(test::run_titan(flags).exit_code == 0);
+  const CheckpointContents saved = load_checkpoint(dir + "/checkpoint/step-3");
+  REQUIRE(saved.state.model_buffers.count("layers.1.moe.expert_bias"));
+  // Three updates of +-0.001 re-centred: the bias has moved.
+  CHECK(saved.state.model_buffers.at("layers.1.moe.expert_bias").abs().max().item<float>() > 0);
+  fs::remove_all(dir + "/checkpoint/step-6");
+  const auto resumed = test::run_titan(flags);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from " + dir + "/checkpoint/step-3"));
+  CHECK(test::read_text(dir + "/fingerprint.log") ==
+        test::read_text(straight + "/fingerprint.log"));
+}
+
+TEST_CASE(
+    "moe run: under batch_invariant the step lines are byte-identical on 1 and 2 ranks, "
+    "replicated and FSDP (experts sharded), with full AC checked bitwise",
+    "[distributed][moe]") {
+  const auto dir = test::temp_dir("moe_ranks");
+  const std::string args = kMoe + test::tokens_dataset(dir) +
+                           " --debug.batch_invariant true --training.global_batch_size 8"
+                           " --activation_checkpoint.mode full"
+                           " --activation_checkpoint.determinism_check bitwise";
+  const auto one = test::run_titan(test::tiny_run(dir + "/one", 3, args));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  const auto expected = test::fingerprint_step_lines(dir + "/one/fingerprint.log");
+  REQUIRE_FALSE(expected.empty());
+  test::train_ranks(dir, "fsdp", 2, args, 3);
+  CHECK(test::fingerprint_step_lines(dir + "/fsdp/fingerprint.log") == expected);
+  test::train_ranks(dir, "replicated", 2, args + test::kReplicate, 3);
+  CHECK(test::fingerprint_step_lines(dir + "/replicated/fingerprint.log") == expected);
+}
+
+}  // namespace titan
