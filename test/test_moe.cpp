@@ -63,6 +63,33 @@ TEST_CASE("moe: debug.moe_force_load_balance routes round-robin, torchtitan's or
   CHECK(at::equal(r.selected, at::arange(15, at::kLong).view({5, 3}).remainder(8)));
 }
 
+TEST_CASE(
+    "moe: debug.moe_bf16_experts computes the experts as torchtitan's grouped_mm path does: bf16 "
+    "input and weights, the output cast back",
+    "[moe]") {
+  moe::GroupedExperts exact(8, 16, 3), bf16(8, 16, 3, true);
+  torch::NoGradGuard no_grad;
+  for (auto* e : {&exact, &bf16}) {
+    (*e)->w1.normal_(0, 0.5), (*e)->w2.normal_(0, 0.5), (*e)->w3.normal_(0, 0.5);
+  }
+  bf16->w1.copy_(exact->w1), bf16->w2.copy_(exact->w2), bf16->w3.copy_(exact->w3);
+  const at::Tensor x = at::randn({7, 8});
+  const std::vector<int64_t> rows = {3, 0, 4};
+  const at::Tensor out = bf16(x, rows);
+  CHECK(out.scalar_type() == at::kFloat);
+  std::vector<at::Tensor> want;
+  int64_t at_row = 0;
+  for (int64_t e : {0, 2}) {
+    const at::Tensor xe = x.narrow(0, at_row, rows[e]).to(at::kBFloat16);
+    const auto w = [&](const at::Tensor& t) { return t[e].to(at::kBFloat16).t(); };
+    want.push_back(at::matmul(at::silu(at::matmul(xe, w(exact->w1))) * at::matmul(xe, w(exact->w3)),
+                              w(exact->w2)));
+    at_row += rows[e];
+  }
+  CHECK(at::equal(out, at::cat(want).to(at::kFloat)));
+  CHECK_FALSE(at::equal(out, exact(x, rows)));
+}
+
 TEST_CASE("moe: Qwen3-MoE flavors have torchtitan's shapes and Hugging Face's sizes", "[moe]") {
   const ModelArgs a = qwen3::flavor_args("30B-A3B");
   REQUIRE(a.moe);

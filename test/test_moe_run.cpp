@@ -101,6 +101,19 @@ TEST_CASE(
   REQUIRE(saved.state.model_buffers.count("layers.1.moe.expert_bias"));
   // Three updates of +-0.001 re-centred: the bias has moved.
   CHECK(saved.state.model_buffers.at("layers.1.moe.expert_bias").abs().max().item<float>() > 0);
+  // No Hugging Face layout for the experts yet: refused, naming why, before anything is written.
+  auto hf = test::run_titan("export " + dir + "/checkpoint/step-3 -o " + dir + "/hf --hf");
+  CHECK(hf.exit_code == 2);
+  CHECK_THAT(hf.output, Catch::Contains("a Hugging Face checkpoint of Qwen3 (a mixture-of-experts "
+                                        "model) cannot be read or written yet"));
+  CHECK_FALSE(fs::exists(dir + "/hf"));
+  auto hf_save = test::run_titan(
+      test::tiny_run(dir + "/hf_save", 1,
+                     std::string(kMoe) + "--checkpoint.last_save_in_hf --checkpoint.enable "
+                                         "--checkpoint.last_save_model_only --print-config"));
+  CHECK(hf_save.exit_code == 2);
+  CHECK_THAT(hf_save.output, Catch::Contains("checkpoint.last_save_in_hf: qwen3 tiny_moe is a "
+                                             "mixture-of-experts model"));
   fs::remove_all(dir + "/checkpoint/step-6");
   const auto resumed = test::run_titan(flags);
   INFO(resumed.output);

@@ -73,6 +73,17 @@ const HfFamily& hf_family(const ModelArgs& args) {
       fmt::format("model family \"{}\" has no Hugging Face layout", args.family));
 }
 
+void require_hf_layout(const ModelArgs& args, const std::string& where) {
+  if (!args.moe) return;
+  throw ConfigError(where,
+                    fmt::format("a Hugging Face checkpoint of {} (a mixture-of-experts model) "
+                                "cannot be read or written yet: its per-expert tensors are not "
+                                "mapped to titan-train's stacked experts",
+                                hf_family(args).title),
+                    "use titan-train's own checkpoints (export without --hf writes one "
+                    "safetensors file under torchtitan's names)");
+}
+
 std::string titan_to_hf_name(const std::string& titan_name) {
   for (const auto& [titan, hf] : kModelNames) {
     if (titan_name == titan) return hf;

@@ -61,6 +61,10 @@ struct HfFamily {
 // The Hugging Face model of `args.family`. Throws std::invalid_argument for a family without one.
 const HfFamily& hf_family(const ModelArgs& args);
 
+// Throws ConfigError naming `where` unless a Hugging Face checkpoint of `args` can be read and
+// written here (mixture-of-experts models cannot yet: their per-expert tensors are not mapped).
+void require_hf_layout(const ModelArgs& args, const std::string& where);
+
 // The Hugging Face name of a titan-train parameter. Throws std::invalid_argument for a name
 // that no family's layout has.
 std::string titan_to_hf_name(const std::string& titan_name);

@@ -146,6 +146,7 @@ uint64_t hf_max_file_bytes(const ModelArgs& args) {
 std::vector<NamedTensor> load_hf_checkpoint(const std::string& path, const ModelArgs& args,
                                             at::ScalarType dtype, HfLoadReport* report,
                                             RowShare keep) {
+  require_hf_layout(args, path);
   HfLoadReport local;
   HfLoadReport& r = report ? *report : local;
   r = HfLoadReport{};

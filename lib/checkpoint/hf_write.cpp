@@ -140,6 +140,7 @@ HfWriteRecord write_hf_checkpoint(const std::string& folder,
                                   const HfWriteOptions& o,
                                   const std::function<bool()>& should_abort) {
   hf_dtype_name(o.dtype);  // refuses another dtype before anything is written
+  require_hf_layout(args, folder);
   HfWriteRecord record;
   const auto entries = hf_entries(tensors, args, o, folder, record.tied);
   fs::path target = fs::path(folder).lexically_normal();

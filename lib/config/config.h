@@ -254,6 +254,7 @@ struct DebugConfig {
   bool batch_invariant = false;
   bool moe_force_load_balance = false;
   bool qwen3_moe_load_balancing = false;
+  bool moe_bf16_experts = false;
 };
 
 // Sequences and micro-batches of one optimizer step.

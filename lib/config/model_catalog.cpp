@@ -11,6 +11,7 @@ constexpr const char* kNoMla =
     "comes with the mixture-of-experts issue, after Qwen3-MoE)";
 
 CatalogEntry offered(const char* name) { return {name, "", ""}; }
+CatalogEntry offered_moe(const char* name) { return {name, "", "", true}; }
 
 std::vector<FamilyCatalog> build_catalog() {
   FamilyCatalog llama3{offered("llama3"),
@@ -36,8 +37,8 @@ std::vector<FamilyCatalog> build_catalog() {
   FamilyCatalog qwen3{
       offered("qwen3"),
       {offered("tiny"), offered("debugmodel"), offered("0.6B"), offered("1.7B"), offered("4B"),
-       offered("8B"), offered("14B"), offered("32B"), offered("tiny_moe"),
-       offered("debugmodel_moe"), offered("30B-A3B"), offered("235B-A22B")}};
+       offered("8B"), offered("14B"), offered("32B"), offered_moe("tiny_moe"),
+       offered_moe("debugmodel_moe"), offered_moe("30B-A3B"), offered_moe("235B-A22B")}};
   FamilyCatalog deepseek_v3{
       {"deepseek_v3", kNoMla,
        "train Qwen3-MoE meanwhile: model.name = \"qwen3\", flavor = \"debugmodel_moe\""},
@@ -55,6 +56,15 @@ const std::vector<FamilyCatalog>& model_catalog() {
 const FamilyCatalog* find_family(const std::string& name) {
   for (const FamilyCatalog& f : model_catalog()) {
     if (f.family.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const CatalogEntry* find_flavor(const std::string& family, const std::string& flavor) {
+  const FamilyCatalog* f = find_family(family);
+  if (f == nullptr) return nullptr;
+  for (const CatalogEntry& e : f->flavors) {
+    if (e.name == flavor) return &e;
   }
   return nullptr;
 }

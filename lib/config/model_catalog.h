@@ -13,8 +13,9 @@ namespace titan {
 
 struct CatalogEntry {
   std::string name;
-  std::string why;   // "": offered; else why it is refused
-  std::string hint;  // what to use instead (refused entries)
+  std::string why;                  // "": offered; else why it is refused
+  std::string hint;                 // what to use instead (refused entries)
+  bool mixture_of_experts = false;  // a flavor with MoE layers
   bool refused() const { return !why.empty(); }
 };
 
@@ -28,6 +29,9 @@ const std::vector<FamilyCatalog>& model_catalog();
 
 // The catalog of model.name `name`, or nullptr.
 const FamilyCatalog* find_family(const std::string& name);
+
+// The catalog entry of `family`'s `flavor`, or nullptr.
+const CatalogEntry* find_flavor(const std::string& family, const std::string& flavor);
 
 // The offered (not refused) flavor names of `family`, in catalog order.
 std::vector<std::string> offered_flavors(const FamilyCatalog& family);

@@ -315,6 +315,11 @@ void add_debug(Config& c, std::vector<FieldSpec>& out) {
       "debug", "qwen3_moe_load_balancing", &d.qwen3_moe_load_balancing,
       "Update Qwen3-MoE's expert_bias before each optimizer step (auxiliary-loss-free load "
       "balancing), as deepseek_v3 does. Off: as torchtitan v0.2.2, whose qwen3 never updates it")));
+  out.push_back(hashed_when_changed(
+      field("debug", "moe_bf16_experts", &d.moe_bf16_experts,
+            "Compute the routed experts' matmuls in bfloat16 inside a float32 run, as "
+            "torchtitan's grouped_mm path (use_grouped_mm, its default) does: to reproduce a "
+            "torchtitan run and see the cost in precision attribution")));
 }
 
 }  // namespace

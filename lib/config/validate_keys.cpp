@@ -63,6 +63,18 @@ void check_checkpoint_keys(const Config& config) {
                       "checkpoint.last_save_model_only is false",
                       "set checkpoint.last_save_model_only = true");
   }
+  const CatalogEntry* flavor = find_flavor(config.model.name, config.model.flavor);
+  for (const char* key : {"checkpoint.initial_load_in_hf", "checkpoint.last_save_in_hf"}) {
+    const bool on = std::string(key) == "checkpoint.initial_load_in_hf" ? c.initial_load_in_hf
+                                                                        : c.last_save_in_hf;
+    if (on && flavor && flavor->mixture_of_experts) {
+      throw ConfigError(key_location(config, key),
+                        fmt::format("{} {} is a mixture-of-experts model, whose Hugging Face "
+                                    "checkpoints titan-train cannot read or write yet",
+                                    config.model.name, config.model.flavor),
+                        "use titan-train's own checkpoints: set it to false");
+    }
+  }
   if (c.initial_load_in_hf && !c.initial_load_model_only) {
     throw ConfigError(key_location(config, "checkpoint.initial_load_in_hf"),
                       "a Hugging Face checkpoint holds the model only, but "

@@ -37,6 +37,9 @@ struct MoEArgs {
   // yes, qwen3 never).
   bool update_expert_bias = false;
   bool force_load_balance = false;  // debug.moe_force_load_balance: round-robin routing
+  // debug.moe_bf16_experts: the routed experts' matmuls in bfloat16, as torchtitan's grouped_mm
+  // path computes them whatever the run's dtype (its input and weights cast, the output cast back).
+  bool bf16_experts = false;
 };
 
 struct ModelArgs {

@@ -72,6 +72,7 @@ ModelArgs model_args_for(const Config& config) {
   args.dropout = config.model.dropout;
   if (args.moe) {
     args.moe->force_load_balance = config.debug.moe_force_load_balance;
+    args.moe->bf16_experts = config.debug.moe_bf16_experts;
     // torchtitan v0.2.2 registers its load-balancing hook for deepseek_v3, never for qwen3.
     args.moe->update_expert_bias = args.family != "qwen3" || config.debug.qwen3_moe_load_balancing;
   }

@@ -17,14 +17,18 @@ namespace titan::moe {
 
 class GroupedExpertsImpl : public torch::nn::Module {
  public:
-  GroupedExpertsImpl(int64_t dim, int64_t hidden_dim, int64_t num_experts);
+  // bf16: the experts compute in bfloat16 (MoEArgs::bf16_experts).
+  GroupedExpertsImpl(int64_t dim, int64_t hidden_dim, int64_t num_experts, bool bf16 = false);
   // x (M, D): the rows of expert 0, then expert 1, ...; rows_per_expert (E) sums to M.
-  // Returns (M, D), each row through its expert. Differentiable in x and the weights; an expert
-  // without rows runs nothing.
+  // Returns (M, D) in x's dtype, each row through its expert. Differentiable in x and the
+  // weights; an expert without rows runs nothing.
   at::Tensor forward(const at::Tensor& x, const std::vector<int64_t>& rows_per_expert);
   // torchtitan's init: w1 truncated normal std 0.02, w2 and w3 std init_std.
   void init_weights(double init_std, const ParamInit& init);
   at::Tensor w1, w2, w3;
+
+ private:
+  bool bf16_;
 };
 TORCH_MODULE(GroupedExperts);
 

@@ -7,7 +7,8 @@
 namespace titan::moe {
 
 MoEImpl::MoEImpl(const MoEArgs& args, int64_t dim, int64_t hidden_dim) : args_(args) {
-  experts = register_module("experts", GroupedExperts(dim, hidden_dim, args.num_experts));
+  experts = register_module("experts",
+                            GroupedExperts(dim, hidden_dim, args.num_experts, args.bf16_experts));
   router = register_module("router", Router(dim, args));
   if (args.num_shared_experts > 0) {
     shared_experts =

@@ -15,6 +15,20 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
 
+// Floats a token keeps for the backward in a block's feed-forward: SwiGLU's two hidden
+// activations, or in an MoE block its top_k routed copies (input, two hidden activations,
+// output), the shared experts' and the router's scores; the larger where both kinds of block are.
+double feed_forward_floats(const ModelArgs& args) {
+  const double dense = 2.0 * static_cast<double>(args.ffn_hidden_dim());
+  if (!args.moe) return dense;
+  const MoEArgs& m = *args.moe;
+  const double hidden = static_cast<double>(args.moe_inter_dim);
+  const double routed = static_cast<double>(m.top_k) * (2.0 * hidden + 2.0 * args.dim);
+  const double moe = routed + 2.0 * hidden * static_cast<double>(m.num_shared_experts) +
+                     2.0 * static_cast<double>(m.num_experts);
+  return args.n_dense_layers > 0 ? std::max(dense, moe) : moe;
+}
+
 }  // namespace
 
 int64_t largest_unit_params(const ModelArgs& args) {
@@ -47,8 +61,7 @@ MemoryEstimate estimate_memory(const ModelArgs& args, const Config& config,
   const double dim = static_cast<double>(args.dim);
   const double kv_dim = static_cast<double>(args.kv_heads() * args.head_dim());
   const double q_dim = static_cast<double>(args.n_heads * args.head_dim());  // Qwen3's: not dim
-  const double one_block =
-      dim + q_dim + 2.0 * kv_dim + 2.0 * static_cast<double>(args.ffn_hidden_dim());
+  const double one_block = dim + q_dim + 2.0 * kv_dim + feed_forward_floats(args);
   if (!device.is_cuda()) {
     const double T = static_cast<double>(t.seq_len);
     const double blocks = config.activation_checkpoint.mode == AcMode::kNone

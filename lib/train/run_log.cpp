@@ -41,6 +41,10 @@ void log_moe(const ModelArgs& args, std::ostream& log) {
       m.route_norm ? ", route_norm" : "",
       m.score_before_experts ? ", scores before the experts" : ", scores after the experts",
       m.num_shared_experts, with_thousands(args.num_active_params()));
+  if (m.bf16_experts) {
+    log << "[titan] MoE experts compute in bfloat16 (debug.moe_bf16_experts), as torchtitan's "
+           "grouped_mm does\n";
+  }
   if (m.force_load_balance) {
     log << "[titan] MoE routing: round-robin (debug.moe_force_load_balance)\n";
   }
