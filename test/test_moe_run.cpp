@@ -73,7 +73,11 @@ TEST_CASE(
   // 2 sequences x 16 tokens x top 2 = 64 choices over 8 experts: a mean of 8 per expert.
   CHECK_THAT(test::read_text(dir + "/plain/metrics.jsonl"),
              Catch::Contains("\"moe\": {\"layers.0.moe\": {\"max\": ") &&
-                 Catch::Contains("\"mean\": 8, "));
+                 Catch::Contains("\"mean\": 8, ") &&
+                 // Per-layer norms of the experts and the router beside their block's.
+                 Catch::Contains("\"0\": {\"grad_norm\": ") &&
+                 Catch::Contains("\"0.moe.experts\": {\"grad_norm\": ") &&
+                 Catch::Contains("\"1.moe.router\": {\"grad_norm\": "));
   auto balanced = test::run_titan(test::tiny_run(dir + "/balanced", 2, kMoe));
   REQUIRE(balanced.exit_code == 0);
   CHECK_THAT(balanced.output, Catch::Contains("MoE load balancing: expert_bias += 0.001 x "

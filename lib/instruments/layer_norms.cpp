@@ -85,6 +85,15 @@ std::string part_of(const std::string& name) {
   return name.substr(0, name.find('.'));
 }
 
+std::string moe_part_of(const std::string& name) {
+  const std::string block = part_of(name);
+  for (const char* sub : {".moe.experts.", ".moe.router.", ".moe.shared_experts."}) {
+    const std::string prefix = "layers." + block + sub;
+    if (name.rfind(prefix, 0) == 0) return block + std::string(sub).substr(0, strlen(sub) - 1);
+  }
+  return "";
+}
+
 Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets) {
   std::vector<at::Tensor> flat;
   for (const auto& t : values) flat.push_back(t.detach().reshape(-1).to(at::kDouble).cpu());
@@ -139,11 +148,20 @@ LayerNorms::LayerNorms(const DataParallel& parallel, const LayerNormSchedule& sc
 }
 
 void LayerNorms::add_parameter(const std::string& name, const at::Tensor& value) {
-  const std::string part = part_of(name);
-  size_t index = 0;
-  for (const auto& p : parts_) index += p.params.size();
-  if (parts_.empty() || parts_.back().name != part) parts_.push_back(Part{part, {}, {}, index, 0});
-  parts_.back().params.push_back(value);
+  // A part's parameters are consecutive in the model's order; an MoE sub-part's lie inside its
+  // block's, which still holds them too.
+  const size_t index = params_.size();
+  params_.push_back(value);
+  for (const std::string& part : {part_of(name), moe_part_of(name)}) {
+    if (part.empty()) continue;
+    auto it =
+        std::find_if(parts_.rbegin(), parts_.rend(), [&](const Part& p) { return p.name == part; });
+    if (it == parts_.rend()) {
+      parts_.push_back(Part{part, {}, {}, index, 0});
+      it = parts_.rbegin();
+    }
+    it->params.push_back(value);
+  }
 }
 
 UpdateMeasurer* LayerNorms::measurer_of(torch::optim::AdamW& optimizer) const {
@@ -162,9 +180,7 @@ void LayerNorms::before_step(StepContext& context) {
   histograms_.clear();
   measurer_ = measurer_of(context.engine.optimizer());
   if (measurer_) {
-    std::vector<at::Tensor> all;
-    for (const Part& part : parts_) all.insert(all.end(), part.params.begin(), part.params.end());
-    measurer_->measure_next_step(std::move(all));
+    measurer_->measure_next_step(params_);
     return;
   }
   at::NoGradGuard no_grad;

@@ -83,6 +83,7 @@ class LayerNorms : public Instrument {
 
   LayerNormSchedule schedule_;
   std::vector<Part> parts_;
+  std::vector<at::Tensor> params_;  // every parameter once, in the model's order
   // Every parameter's gradient (or under FSDP this rank's piece of it), in the model's order, as
   // the step left them.
   std::function<std::vector<at::Tensor>()> gradients_;
@@ -102,5 +103,11 @@ Histogram make_histogram(const std::vector<at::Tensor>& values, int64_t buckets 
 // The part a parameter named `name` belongs to: "layers.3.feed_forward.w1.weight" -> "3",
 // "tok_embeddings.weight" -> "tok_embeddings".
 std::string part_of(const std::string& name);
+
+// The MoE sub-part a parameter also belongs to, its norms reported beside its block's:
+// "layers.3.moe.experts.w1" -> "3.moe.experts", "layers.3.moe.router.gate.weight" ->
+// "3.moe.router", "layers.3.moe.shared_experts.w1.weight" -> "3.moe.shared_experts"; "" for
+// any other parameter.
+std::string moe_part_of(const std::string& name);
 
 }  // namespace titan
