@@ -37,7 +37,7 @@ TEST_CASE(
     "order, and a family not registered is refused naming those that are",
     "[model]") {
   ModelArgs args = test::tiny_model_args();
-  CHECK(model_families() == std::vector<std::string>{"llama3", "qwen3"});
+  CHECK(model_families() == std::vector<std::string>{"llama3", "qwen3", "deepseek_v3"});
   torch::manual_seed(3);
   Model built = build_model(args);
   torch::manual_seed(3);
@@ -60,7 +60,8 @@ TEST_CASE(
     build_model(args);
     FAIL("an unregistered family was built");
   } catch (const std::invalid_argument& e) {
-    CHECK(std::string(e.what()) == "no model family \"qwen9\" (registered: llama3, qwen3)");
+    CHECK(std::string(e.what()) ==
+          "no model family \"qwen9\" (registered: llama3, qwen3, deepseek_v3)");
   }
 }
 

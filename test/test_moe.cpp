@@ -7,14 +7,13 @@
 
 #include <cmath>
 
-#include "ac/apply.h"
 #include "catch_torch.h"
 #include "models/registry.h"
 #include "moe/load_balance.h"
 #include "moe/router.h"
 #include "qwen3/qwen3.h"
+#include "reference_moe.h"
 #include "reference_state.h"
-#include "reference_steps.h"
 #include "step/step.h"
 #include "test_util.h"
 
@@ -125,13 +124,9 @@ const test::ReferenceState& moe_reference(const std::string& which) {
   return it->second;
 }
 
-int64_t integer(const test::ReferenceState& ref, const std::string& key) {
-  return static_cast<int64_t>(ref.number(key));
-}
-
-// titan-train's Qwen3-MoE of the reference's shape and router, with its weights; every block
-// checkpointed with `ac` full (bitwise recompute check), none without.
+// titan-train's Qwen3-MoE of the reference's shape and router, with its weights.
 Model moe_reference_model(const test::ReferenceState& ref, AcMode ac = AcMode::kNone) {
+  using test::integer;
   ModelArgs args = qwen3::flavor_args("tiny_moe");
   args.dim = integer(ref, "dim"), args.n_layers = integer(ref, "n_layers");
   args.n_heads = integer(ref, "n_heads"), args.n_kv_heads = integer(ref, "n_kv_heads");
@@ -141,40 +136,8 @@ Model moe_reference_model(const test::ReferenceState& ref, AcMode ac = AcMode::k
   args.tie_embeddings = false, args.max_seq_len = integer(ref, "seq_len");
   args.moe_inter_dim = integer(ref, "moe_inter_dim");
   args.n_dense_layers = integer(ref, "n_dense_layers");
-  MoEArgs& m = *args.moe;
-  m.num_experts = integer(ref, "num_experts"), m.top_k = integer(ref, "top_k");
-  m.num_shared_experts = integer(ref, "num_shared_experts");
-  m.score_func = ref.text("score_func");
-  m.route_norm = ref.number("route_norm") != 0, m.route_scale = ref.number("route_scale");
-  m.gate_bias = ref.number("gate_bias") != 0;
-  m.score_before_experts = ref.number("score_before_experts") != 0;
-  if (integer(ref, "num_expert_groups") > 0) {
-    m.num_expert_groups = integer(ref, "num_expert_groups");
-    m.num_limited_groups = integer(ref, "num_limited_groups");
-  }
-  m.load_balance_coeff = ref.number("load_balance_coeff");
-  m.update_expert_bias = ref.number("update_expert_bias") != 0;
-  Model model = build_model(args);
-  {
-    torch::NoGradGuard no_grad;
-    const auto named = model->named_parameters();
-    for (auto& p : named) {
-      INFO(p.key());
-      const at::Tensor& weight = ref.tensor("param/" + p.key());
-      REQUIRE(weight.sizes() == p.value().sizes());
-      p.value().copy_(weight);
-    }
-  }
-  ActivationCheckpointConfig checkpointing;
-  checkpointing.mode = ac;
-  checkpointing.determinism_check = RecomputeCheck::kBitwise;
-  ac::apply_activation_checkpointing(model, checkpointing);
-  return model;
-}
-
-double relative(const at::Tensor& got, const at::Tensor& want) {
-  return (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() /
-         std::max(want.abs().max().item<double>(), 1e-30);
+  args.moe = test::reference_moe_args(ref);
+  return test::with_reference_weights(build_model(args), ref, ac);
 }
 
 }  // namespace
@@ -186,24 +149,7 @@ TEST_CASE(
   const std::string which = GENERATE("qwen3", "router");
   INFO(which);
   const test::ReferenceState& ref = moe_reference(which);
-  Model model = moe_reference_model(ref);
-  const at::Tensor logits = model->forward(ref.tensor("inputs"));
-  const at::Tensor loss =
-      at::cross_entropy_loss(logits.flatten(0, 1), ref.tensor("targets").flatten(0, 1));
-  loss.backward();
-  CHECK(relative(logits.detach(), ref.tensor("logits")) <= 1e-5);
-  CHECK(std::abs(loss.item<double>() / ref.tensor("loss").item<double>() - 1) <= 1e-5);
-  double squares = 0;
-  size_t in_file = 0;
-  for (const auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
-  CHECK(model->named_parameters().size() == in_file);
-  for (const auto& p : model->named_parameters()) {
-    INFO(p.key());
-    const at::Tensor grad = p.value().grad();
-    CHECK(relative(grad, ref.tensor("grad/" + p.key())) <= 1e-5);
-    squares += grad.to(at::kDouble).square().sum().item<double>();
-  }
-  CHECK(std::abs(std::sqrt(squares) / ref.tensor("grad_norm").item<double>() - 1) <= 1e-4);
+  test::check_reference_gradients(ref, moe_reference_model(ref));
 }
 
 TEST_CASE(
@@ -215,21 +161,5 @@ TEST_CASE(
   const bool batch_invariant = GENERATE(false, true);
   INFO(which << ", AC " << to_string(ac) << ", batch_invariant " << batch_invariant);
   const test::ReferenceState& ref = moe_reference(which);
-  Model model = moe_reference_model(ref, ac);
-  test::StepTolerances tol;
-  tol.grad_norm = 1e-4;
-  test::check_reference_steps(ref, model, batch_invariant, tol);
-  const auto loads = model->expert_loads();
-  REQUIRE_FALSE(loads.empty());
-  for (const ExpertLoad& load : loads) {
-    INFO(load.name);
-    const at::Tensor& want = ref.tensor("final/" + load.name + ".expert_bias");
-    CHECK((load.expert_bias - want).abs().max().item<float>() <= 1e-7f);
-    // The last step's tokens, counted once whatever AC recomputed: every token's top_k choices.
-    CHECK(load.tokens_per_expert.sum().item<double>() ==
-          static_cast<double>(ref.tensor("inputs").numel() * integer(ref, "top_k")));
-  }
-  if (ref.number("update_expert_bias") == 0) {
-    for (const ExpertLoad& load : loads) CHECK(load.expert_bias.abs().max().item<float>() == 0);
-  }
+  test::check_reference_training(ref, moe_reference_model(ref, ac), batch_invariant);
 }

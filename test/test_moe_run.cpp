@@ -46,11 +46,32 @@ TEST_CASE(
   CHECK(ep.exit_code == 2);
   CHECK_THAT(ep.output, Catch::Contains("parallelism.expert_parallel_degree") &&
                             Catch::Contains("no expert parallelism yet"));
-  auto deepseek = test::run_titan(
-      "--config " + data_file("torchtitan_deepseek_v3_debug_model.toml") + " --print-config");
-  CHECK(deepseek.exit_code == 2);
-  CHECK_THAT(deepseek.output,
-             Catch::Contains("model.name: \"deepseek_v3\" needs multi-head latent attention"));
+  // DeepSeek-V3's: the debug model's loads; 16B's only refusal is its expert parallelism, 671B's
+  // the Hugging Face download it names.
+  auto deepseek = test::run_shell("cd " + dir + " && " + test::binary() + " --config " +
+                                  data_file("torchtitan_deepseek_v3_debug_model.toml") +
+                                  " --print-config 2>&1");
+  CHECK(deepseek.exit_code == 0);
+  CHECK_THAT(deepseek.output, Catch::Contains("name = \"deepseek_v3\""));
+  const std::string big = " --config " + data_file("torchtitan_deepseek_v3_16b.toml");
+  auto ep16 = test::run_titan(big + " --print-config");
+  CHECK(ep16.exit_code == 2);
+  CHECK_THAT(ep16.output, Catch::Contains("torchtitan_deepseek_v3_16b.toml:54:1: "
+                                          "parallelism.expert_parallel_degree: set to 8"));
+  for (const auto& [file, assets] :
+       {std::pair{"torchtitan_deepseek_v3_16b.toml", "deepseek-moe-16b-base"},
+        std::pair{"torchtitan_deepseek_v3_671b.toml", "DeepSeek-V3.1-Base"}}) {
+    INFO(file);
+    fs::create_directories(dir + "/assets/hf/" + assets);
+    fs::copy_file(dir + "/tests/assets/tokenizer/tokenizer.json",
+                  dir + "/assets/hf/" + assets + "/tokenizer.json",
+                  fs::copy_options::overwrite_existing);
+    auto loaded =
+        test::run_shell("cd " + dir + " && " + test::binary() + " --config " + data_file(file) +
+                        " --parallelism.expert_parallel_degree 1 --print-config 2>&1");
+    INFO(loaded.output);
+    CHECK(loaded.exit_code == 0);
+  }
 }
 
 TEST_CASE(

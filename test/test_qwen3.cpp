@@ -30,8 +30,9 @@ ModelArgs small_args(bool tied) {
 }  // namespace
 
 TEST_CASE("qwen3: torchtitan's dense flavors, their shapes and parameter counts", "[model]") {
-  CHECK(qwen3::flavors() ==
-        std::vector<std::string>{"tiny", "debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B"});
+  CHECK(qwen3::flavors() == std::vector<std::string>{"tiny", "debugmodel", "0.6B", "1.7B", "4B",
+                                                     "8B", "14B", "32B", "tiny_moe",
+                                                     "debugmodel_moe", "30B-A3B", "235B-A22B"});
   const ModelArgs small = qwen3::flavor_args("0.6B");
   CHECK(small.head_dim() == 128);  // not dim / n_heads = 64
   CHECK(small.ffn_hidden_dim() == 3072);
@@ -39,7 +40,8 @@ TEST_CASE("qwen3: torchtitan's dense flavors, their shapes and parameter counts"
   // Hugging Face's Qwen3-0.6B: 596,049,920 parameters, its lm_head the embedding.
   CHECK(small.num_params() == 596049920);
   CHECK_FALSE(qwen3::flavor_args("8B").tie_embeddings);
-  CHECK_THROWS_WITH(qwen3::flavor_args("30B-A3B"), "no qwen3 flavor \"30B-A3B\"");
+  CHECK_FALSE(qwen3::flavor_args("8B").moe);
+  CHECK_THROWS_WITH(qwen3::flavor_args("30B"), "no qwen3 flavor \"30B\"");
   ModelArgs debug = qwen3::flavor_args("debugmodel");
   debug.max_seq_len = 8;
   Model model = build_model(debug);
@@ -260,8 +262,8 @@ TEST_CASE(
     }
   }
   CHECK(offered_families == model_families());
-  CHECK_THROWS_WITH(flavor_args("deepseek_v3", "16B"),
-                    "no model family \"deepseek_v3\" (registered: llama3, qwen3)");
+  CHECK_THROWS_WITH(flavor_args("gpt_oss", "20B"),
+                    "no model family \"gpt_oss\" (registered: llama3, qwen3, deepseek_v3)");
 }
 
 }  // namespace titan

@@ -2,6 +2,7 @@
 // a non-finite loss stops the run with exit code 1.
 #include <torch/cuda.h>
 
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <regex>

@@ -6,12 +6,16 @@ namespace {
 constexpr const char* kNoFlex = "needs FlexAttention, which titan-train does not have";
 constexpr const char* kNoVarlen =
     "needs variable-length attention, which titan-train does not have";
-constexpr const char* kNoMla =
-    "needs multi-head latent attention and YaRN, which titan-train does not have yet (DeepSeek-V3 "
-    "comes with the mixture-of-experts issue, after Qwen3-MoE)";
+constexpr const char* kWithinDocuments =
+    "attends within documents in torchtitan (FlexAttention, block_causal masks); titan-train "
+    "attends causally over the whole sequence, as torchtitan's debugmodel does";
 
 CatalogEntry offered(const char* name) { return {name, "", ""}; }
 CatalogEntry offered_moe(const char* name) { return {name, "", "", true}; }
+CatalogEntry with_note(CatalogEntry entry, const char* note) {
+  entry.note = note;
+  return entry;
+}
 
 std::vector<FamilyCatalog> build_catalog() {
   FamilyCatalog llama3{offered("llama3"),
@@ -39,10 +43,15 @@ std::vector<FamilyCatalog> build_catalog() {
       {offered("tiny"), offered("debugmodel"), offered("0.6B"), offered("1.7B"), offered("4B"),
        offered("8B"), offered("14B"), offered("32B"), offered_moe("tiny_moe"),
        offered_moe("debugmodel_moe"), offered_moe("30B-A3B"), offered_moe("235B-A22B")}};
-  FamilyCatalog deepseek_v3{
-      {"deepseek_v3", kNoMla,
-       "train Qwen3-MoE meanwhile: model.name = \"qwen3\", flavor = \"debugmodel_moe\""},
-      {}};
+  FamilyCatalog deepseek_v3{offered("deepseek_v3"),
+                            {offered_moe("tiny"),
+                             offered_moe("debugmodel"),
+                             {"debugmodel_flex_attn", kNoFlex,
+                              "use flavor = \"debugmodel\": the same model with causal attention "
+                              "over the whole sequence"},
+                             with_note(offered_moe("16B"), kWithinDocuments),
+                             with_note(offered_moe("236B"), kWithinDocuments),
+                             with_note(offered_moe("671B"), kWithinDocuments)}};
   return {llama3, qwen3, deepseek_v3};
 }
 

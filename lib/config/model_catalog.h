@@ -7,15 +7,23 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace titan {
 
 struct CatalogEntry {
+  CatalogEntry(std::string name_, std::string why_ = "", std::string hint_ = "", bool moe = false)
+      : name(std::move(name_)),
+        why(std::move(why_)),
+        hint(std::move(hint_)),
+        mixture_of_experts(moe) {}
   std::string name;
   std::string why;                  // "": offered; else why it is refused
   std::string hint;                 // what to use instead (refused entries)
   bool mixture_of_experts = false;  // a flavor with MoE layers
+  // An offered flavor computed otherwise than torchtitan computes it: said at start-up.
+  std::string note;
   bool refused() const { return !why.empty(); }
 };
 

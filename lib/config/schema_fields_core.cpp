@@ -36,7 +36,8 @@ void add_model(Config& c, std::vector<FieldSpec>& out) {
       field("model", "flavor", &m.flavor,
             "Model size, a flavor of the model.name family (llama3: tiny, debugmodel, "
             "debugmodel_wide, 1B, 8B, 70B, 405B; qwen3: tiny, debugmodel, 0.6B, 1.7B, 4B, 8B, "
-            "14B, 32B, and the MoE tiny_moe, debugmodel_moe, 30B-A3B, 235B-A22B)"));
+            "14B, 32B, and the MoE tiny_moe, debugmodel_moe, 30B-A3B, 235B-A22B; deepseek_v3: "
+            "tiny, debugmodel, 16B, 236B, 671B)"));
   out.push_back(at_least(field("model", "dropout", &m.dropout,
                                "Dropout probability on the attention and FFN outputs (training "
                                "only)"),

@@ -9,6 +9,7 @@
 
 #include "config/limits.h"
 #include "config/loader.h"
+#include "config/model_catalog.h"
 #include "config/validate_keys.h"
 #include "util/error.h"
 #include "util/onednn_sgemm.h"
@@ -315,6 +316,11 @@ std::vector<std::string> config_warnings(const Config& config) {
         fmt::format("{}: \"{}\" is ignored: the synthetic dataset is generated from the seed; set "
                     "training.dataset to text, jsonl or tokens to read it",
                     where(config, "training.dataset_path"), t.dataset_path));
+  }
+  const CatalogEntry* flavor = find_flavor(config.model.name, config.model.flavor);
+  if (flavor && !flavor->note.empty()) {
+    warnings.push_back(fmt::format("{}: {} {} {}", where(config, "model.flavor"), config.model.name,
+                                   config.model.flavor, flavor->note));
   }
   const auto& ac = config.activation_checkpoint;
   if (ac.mode == AcMode::kSelective && ac.selective_ac_option == "op") {

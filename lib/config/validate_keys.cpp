@@ -28,7 +28,8 @@ void check_model_choice(const Config& config) {
   const FamilyCatalog* family = find_family(m.name);
   if (family == nullptr) {  // the schema's choices let only catalog names through
     throw ConfigError(key_location(config, "model.name"),
-                      fmt::format("\"{}\" is not a model family", m.name), "use llama3 or qwen3");
+                      fmt::format("\"{}\" is not a model family", m.name),
+                      "use llama3, qwen3 or deepseek_v3");
   }
   if (family->family.refused()) {
     throw ConfigError(key_location(config, "model.name"),

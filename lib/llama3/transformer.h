@@ -21,15 +21,13 @@
 #include "model/model.h"
 #include "model/model_args.h"
 #include "model/rmsnorm.h"
+#include "model/rotary.h"
 
 namespace titan {
 
 // Rotary embedding table (complex, (T, E/2)) with Llama 3.1 frequency scaling.
 at::Tensor precompute_freqs_cis(int64_t head_dim, int64_t max_seq_len, double theta,
                                 const RopeScaling& scaling);
-
-// Rotates interleaved pairs (2i, 2i+1) of x: (B, T, H, E) by freqs_cis: (T, E/2) complex.
-at::Tensor apply_rotary_emb(const at::Tensor& x, const at::Tensor& freqs_cis);
 
 class AttentionImpl : public torch::nn::Module {
  public:

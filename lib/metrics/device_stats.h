@@ -38,8 +38,8 @@ double device_memory_bytes(const c10::Device& device);
 // "cgroup limit <file>".
 std::string device_memory_source(const c10::Device& device);
 
-// torchtitan's count: 6 x (active params - embedding params) + 12 x layers x heads x head_dim x
-// seq_len, where an MoE layer's routed experts count top_k / num_experts of theirs.
+// torchtitan's count: 6 x (active params - embedding params) + 6 x layers x heads x (q/k + v
+// head widths) x seq_len, where an MoE layer's routed experts count top_k / num_experts of theirs.
 double flops_per_token(const ModelArgs& args, int64_t seq_len);
 
 // Peak FLOP/s: on CUDA from a table of bf16 dense peaks by device name (A100 when unknown);

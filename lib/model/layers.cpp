@@ -1,6 +1,7 @@
 #include "model/layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,18 @@ at::Tensor attend_and_project(const at::Tensor& q, const at::Tensor& k, const at
   auto out = causal_attention(q.transpose(1, 2), repeat_kv(k, n_rep).transpose(1, 2),
                               repeat_kv(v, n_rep).transpose(1, 2));  // (B, H, T, E)
   return linear(wo, out.transpose(1, 2).reshape({B, T, H * E}));
+}
+
+at::Tensor scaled_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   double scale) {
+  const int64_t qk = q.size(-1), ev = v.size(-1), width = std::max(qk, ev);
+  const auto widen = [width](const at::Tensor& t) {
+    return t.size(-1) == width ? t : at::constant_pad_nd(t, {0, width - t.size(-1)});
+  };
+  const double unit = 1.0 / std::sqrt(static_cast<double>(width));
+  const at::Tensor q_scaled = scale == unit ? q : q * (scale / unit);
+  auto out = causal_attention(widen(q_scaled), widen(k), widen(v));  // (B, H, T, width)
+  return ev == width ? out : out.narrow(-1, 0, ev);
 }
 
 void make_shape_only(torch::nn::Module& module, const ParamMemory& memory) {

@@ -33,6 +33,14 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t n_rep);
 at::Tensor attend_and_project(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const torch::nn::Linear& wo);
 
+// Causal attention with its own scale, of q, k: (B, H, T, Eqk) and v: (B, H, T, Ev) (DeepSeek-V3's
+// multi-head latent attention: Ev may differ from Eqk, the scale from 1 / sqrt(Eqk)):
+// softmax(q k^T x scale + causal mask) v, (B, H, T, Ev). On causal_attention's kernels: the
+// narrower of q/k and v zero-padded to the wider (zeros change no score and no output column),
+// and q multiplied by scale x sqrt(width) to put the kernel's 1 / sqrt(width) at `scale`.
+at::Tensor scaled_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   double scale);
+
 // ParamMemory::shape_only: `module`'s parameters keep their shape and lose their memory (a no-op
 // otherwise), and the freed memory goes back to the kernel.
 void make_shape_only(torch::nn::Module& module, const ParamMemory& memory);

@@ -23,13 +23,28 @@ MoEParams moe_params(const ModelArgs& a) {
   return p;
 }
 
-// Parameters of the model, with each MoE layer's routed experts weighted by `routed_share`.
-int64_t params_with_routed_share(const ModelArgs& a, bool active) {
+// An attention's parameters: grouped-query attention's wq, wk, wv, wo (and q/k norms), or
+// MLA's.
+int64_t attention_params(const ModelArgs& a) {
   const int64_t hd = a.head_dim();
-  const int64_t attention =
-      a.dim * a.n_heads * hd + 2 * a.dim * a.kv_heads() * hd + a.n_heads * hd * a.dim;
-  int64_t norms = 2 * a.dim;       // attention_norm, ffn_norm
-  if (a.qk_norm) norms += 2 * hd;  // q_norm, k_norm
+  if (!a.mla) {
+    return a.dim * a.n_heads * hd + 2 * a.dim * a.kv_heads() * hd + a.n_heads * hd * a.dim +
+           (a.qk_norm ? 2 * hd : 0);
+  }
+  const MlaArgs& m = *a.mla;
+  const int64_t q = m.q_lora_rank == 0
+                        ? a.dim * a.n_heads * hd
+                        : a.dim * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a.n_heads * hd;
+  const int64_t kv = a.dim * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                     m.kv_lora_rank * a.n_heads * (m.qk_nope_head_dim + m.v_head_dim);
+  return q + kv + a.n_heads * m.v_head_dim * a.dim;
+}
+
+// Parameters of the model, each MoE layer's routed experts counted whole or (`active`) as the
+// share top_k / num_experts a token computes with.
+int64_t params_with_routed_share(const ModelArgs& a, bool active) {
+  const int64_t attention = attention_params(a);
+  const int64_t norms = 2 * a.dim;  // attention_norm, ffn_norm
   int64_t blocks = 0;
   for (int64_t layer = 0; layer < a.n_layers; ++layer) {
     blocks += attention + norms;

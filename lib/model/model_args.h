@@ -42,6 +42,25 @@ struct MoEArgs {
   bool bf16_experts = false;
 };
 
+// DeepSeek-V3's multi-head latent attention (torchtitan/models/deepseek_v3): q projected directly
+// (q_lora_rank 0) or through a rank-q_lora_rank bottleneck with an RMSNorm; k and v from one
+// rank-kv_lora_rank latent (RMSNorm'd) plus a rotary part of qk_rope_head_dim shared by the
+// heads; v heads of their own width. YaRN stretches the RoPE frequencies when max_seq_len exceeds
+// original_seq_len (rope_factor, beta_fast, beta_slow) and scales the softmax by mscale.
+struct MlaArgs {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 512;
+  int64_t qk_nope_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;
+  int64_t v_head_dim = 128;
+  int64_t original_seq_len = 4096;
+  double rope_factor = 40;
+  double beta_fast = 32;
+  double beta_slow = 1;
+  double mscale = 1.0;
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
 struct ModelArgs {
   std::string family = "llama3";  // model.name: the registry's family (models/registry.h)
   int64_t dim = 4096;
@@ -69,9 +88,20 @@ struct ModelArgs {
   std::optional<MoEArgs> moe;
   int64_t moe_inter_dim = 768;
   int64_t n_dense_layers = 0;
+  // DeepSeek-V3's attention (unset: grouped-query attention), and the final norm's eps where it
+  // differs from norm_eps (DeepSeek-V3's nn.RMSNorm(dim) uses float32's machine epsilon).
+  std::optional<MlaArgs> mla;
+  std::optional<double> final_norm_eps;
 
   int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
-  int64_t head_dim() const { return head_dim_override.value_or(dim / n_heads); }
+  // A query's (and key's) width per head: MLA's nope + rope parts.
+  int64_t head_dim() const {
+    return mla ? mla->qk_head_dim() : head_dim_override.value_or(dim / n_heads);
+  }
+  // q/k plus v widths per head, as torchtitan counts attention FLOPs.
+  int64_t attention_head_dims() const {
+    return mla ? head_dim() + mla->v_head_dim : 2 * head_dim();
+  }
   // SwiGLU hidden size: hidden_dim where set, else int(2 * 4 * dim / 3), times
   // ffn_dim_multiplier, rounded up to multiple_of.
   int64_t ffn_hidden_dim() const;

@@ -3,6 +3,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "deepseek_v3/deepseek_v3.h"
+#include "deepseek_v3/flavors.h"
 #include "llama3/flavors.h"
 #include "llama3/transformer.h"
 #include "qwen3/qwen3.h"
@@ -29,6 +31,8 @@ const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
       {"llama3", llama3::flavors, llama3::flavor_args, make_model<TransformerImpl>},
       {"qwen3", qwen3::flavors, qwen3::flavor_args, make_model<qwen3::Qwen3Impl>},
+      {"deepseek_v3", deepseek_v3::flavors, deepseek_v3::flavor_args,
+       make_model<deepseek_v3::DeepSeekV3Impl>},
   };
   return kFamilies;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates test/data/llama_reference.bin, qwen3_reference.bin and moe_*_reference.bin, the
+# Regenerates test/data/llama_reference.bin, qwen3_reference.bin, moe_*_reference.bin and
+# deepseek_v3_*_reference.bin, the
 # PyTorch references that the C++ parity tests compare titan-train's models against, and the
 # Hugging Face import's reference (test/data/hf_tiny/, hf_llama_reference.bin,
 # hf_reference_run/: scripts/reference/hf_llama_reference.py).
@@ -28,4 +29,10 @@ mkdir -p test/data
 for case in qwen3 router; do
   /usr/bin/python3 scripts/reference/qwen3_moe_reference.py --case "$case" \
     --out "test/data/moe_${case}_reference.bin"
+done
+# DeepSeek-V3's: multi-head latent attention with and without the q bottleneck, YaRN, dense then
+# MoE blocks, load balancing (test_deepseek_v3.cpp).
+for case in v3 v3_lora; do
+  /usr/bin/python3 scripts/reference/deepseek_v3_reference.py --case "$case" \
+    --out "test/data/deepseek_v3_${case}_reference.bin"
 done
