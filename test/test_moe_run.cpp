@@ -148,12 +148,14 @@ TEST_CASE(
         test::read_text(straight + "/fingerprint.log"));
 }
 
-TEST_CASE(
-    "moe run: under batch_invariant the step lines are byte-identical on 1 and 2 ranks, "
-    "replicated and FSDP (experts sharded), with full AC checked bitwise",
-    "[distributed][moe]") {
-  const auto dir = test::temp_dir("moe_ranks");
-  const std::string args = kMoe + test::tokens_dataset(dir) +
+namespace {
+
+// Trains `model` (flags) for 3 batch-invariant steps with full AC checked bitwise on one process,
+// then on 2 ranks under FSDP (and, with `replicated`, under replication): every run's step lines
+// must be the first's. Returns the first run's output.
+std::string check_ranks_agree(const std::string& tag, const std::string& model, bool replicated) {
+  const auto dir = test::temp_dir(tag);
+  const std::string args = model + test::tokens_dataset(dir) +
                            " --debug.batch_invariant true --training.global_batch_size 8"
                            " --activation_checkpoint.mode full"
                            " --activation_checkpoint.determinism_check bitwise";
@@ -164,8 +166,31 @@ TEST_CASE(
   REQUIRE_FALSE(expected.empty());
   test::train_ranks(dir, "fsdp", 2, args, 3);
   CHECK(test::fingerprint_step_lines(dir + "/fsdp/fingerprint.log") == expected);
-  test::train_ranks(dir, "replicated", 2, args + test::kReplicate, 3);
-  CHECK(test::fingerprint_step_lines(dir + "/replicated/fingerprint.log") == expected);
+  if (replicated) {
+    test::train_ranks(dir, "replicated", 2, args + test::kReplicate, 3);
+    CHECK(test::fingerprint_step_lines(dir + "/replicated/fingerprint.log") == expected);
+  }
+  return one.output;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "moe run: under batch_invariant the step lines are byte-identical on 1 and 2 ranks, "
+    "replicated and FSDP (experts sharded), with full AC checked bitwise",
+    "[distributed][moe]") {
+  check_ranks_agree("moe_ranks", kMoe, true);
+}
+
+TEST_CASE(
+    "moe run: DeepSeek-V3 trains with YaRN and load balancing; its batch-invariant step lines "
+    "are byte-identical on 1 and 2 ranks under FSDP, with full AC checked bitwise",
+    "[distributed][moe]") {
+  // tiny's original_seq_len is 8: YaRN applies at seq_len 16.
+  const std::string output =
+      check_ranks_agree("deepseek_ranks", " --model.name deepseek_v3 ", false);
+  CHECK_THAT(output, Catch::Contains("model deepseek_v3 tiny: 180,096 parameters") &&
+                         Catch::Contains("MoE load balancing: expert_bias += 0.001"));
 }
 
 }  // namespace titan
