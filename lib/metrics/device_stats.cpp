@@ -113,8 +113,8 @@ std::string device_memory_source(const c10::Device& device) {
 double flops_per_token(const ModelArgs& args, int64_t seq_len) {
   double non_embedding =
       static_cast<double>(args.num_active_params() - args.num_embedding_params());
-  return 6.0 * non_embedding +
-         6.0 * args.n_layers * args.n_heads * args.attention_head_dims() * static_cast<double>(seq_len);
+  return 6.0 * non_embedding + 6.0 * args.n_layers * args.n_heads * args.attention_head_dims() *
+                                   static_cast<double>(seq_len);
 }
 
 double peak_flops(const c10::Device& device) {
