@@ -10,6 +10,7 @@
 #include "catch_torch.h"
 #include "models/registry.h"
 #include "moe/load_balance.h"
+#include "moe/moe.h"
 #include "moe/router.h"
 #include "qwen3/qwen3.h"
 #include "reference_moe.h"
@@ -52,6 +53,34 @@ TEST_CASE("moe: node-limited routing chooses only within the groups of the best 
   CHECK(at::equal(r.selected, at::tensor({2L, 3L}).expand({3, 2})));
   // The gating weights are the unbiased scores: sigmoid(0) each.
   CHECK(at::allclose(r.top_scores, at::full({3, 2}, 0.5f)));
+}
+
+TEST_CASE("moe: a layer that cannot route is refused naming the field", "[moe]") {
+  const auto refused = [](MoEArgs m, const std::string& message) {
+    INFO(message);
+    CHECK_THROWS_WITH(moe::MoE(m, 8, 16), Catch::Contains(message));
+  };
+  MoEArgs m = router_args();
+  m.top_k = 9;
+  refused(m, "top_k 9 of 8 experts");
+  m = router_args();
+  m.num_expert_groups = 3, m.num_limited_groups = 1;
+  refused(m, "num_expert_groups 3 does not divide 8 experts into groups of 2 or more");
+  m.num_expert_groups = 8;
+  refused(m, "num_expert_groups 8 does not divide 8 experts");
+  m.num_expert_groups = 4, m.num_limited_groups = 5;
+  refused(m, "num_limited_groups 5 of 4 groups");
+  m.num_limited_groups = 1, m.top_k = 3;
+  refused(m, "top_k 3 exceeds the 2 experts of 1 limited groups");
+  m = router_args();
+  m.score_func = "relu";
+  refused(m, "score_func \"relu\" is neither softmax nor sigmoid");
+  for (const std::string& family : model_families()) {
+    for (const std::string& flavor : family_flavors(family)) {
+      const ModelArgs args = flavor_args(family, flavor);
+      if (args.moe) CHECK_NOTHROW(moe::check_moe_args(*args.moe));
+    }
+  }
 }
 
 TEST_CASE("moe: debug.moe_force_load_balance routes round-robin, torchtitan's order", "[moe]") {

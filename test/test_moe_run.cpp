@@ -26,8 +26,8 @@ std::string data_file(const std::string& name) { return test::source_dir() + "/t
 }  // namespace
 
 TEST_CASE(
-    "moe run: torchtitan's qwen3_moe_debug.toml loads unchanged, expert parallelism and "
-    "deepseek_v3 are exit 2 naming the key",
+    "moe run: torchtitan's MoE configs load unchanged and its two debug configs train 3 steps "
+    "from a torchtitan repository layout; expert parallelism is exit 2 naming the key",
     "[config][torchtitan][moe]") {
   const std::string dir = test::temp_dir("moe_configs");
   fs::create_directories(dir + "/tests/assets/tokenizer");
@@ -35,6 +35,25 @@ TEST_CASE(
                    R"({"version": "1.0", "added_tokens": [], "normalizer": null,
           "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
           "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 1}}})");
+  fs::create_directories(dir + "/tests/assets/c4_test");
+  std::string docs;
+  for (int i = 0; i < 20; ++i) docs += "{\"text\": \"a a b a c a a a\"}\n";
+  test::write_text(dir + "/tests/assets/c4_test/data.json", docs);
+  // Both debug configs as torchtitan runs them, shortened to 3 steps of 2 x 32 tokens.
+  for (const char* file :
+       {"torchtitan_qwen3_moe_debug.toml", "torchtitan_deepseek_v3_debug_model.toml"}) {
+    INFO(file);
+    auto trained =
+        test::run_shell("cd " + dir + " && " + test::binary() + " --config " + data_file(file) +
+                        " --training.steps 3 --training.seq_len 32 --training.local_batch_size 2 "
+                        "--job.dump_folder " +
+                        dir + "/" + file + " 2>&1");
+    INFO(trained.output);
+    CHECK(trained.exit_code == 0);
+    CHECK_THAT(trained.output, Catch::Contains("data: c4_test tests/assets/c4_test") &&
+                                   Catch::Contains("step:  3") &&
+                                   Catch::Contains("moe load (max/mean tokens per expert)"));
+  }
   const std::string config = " --config " + data_file("torchtitan_qwen3_moe_debug.toml");
   auto r = test::run_shell("cd " + dir + " && " + test::binary() + config + " --print-config 2>&1");
   INFO(r.output);
@@ -110,6 +129,33 @@ TEST_CASE(
              Catch::Contains("round-robin") &&
                  Catch::Contains("moe load (max/mean tokens per expert): layers.0.moe 1.00  "
                                  "layers.1.moe 1.00"));
+}
+
+TEST_CASE(
+    "moe run: activation checkpointing none, full, selective and op compute the same step lines "
+    "and expert-bias trajectory, for Qwen3-MoE and DeepSeek-V3",
+    "[moe][ac]") {
+  for (const char* model : {kMoe, " --model.name deepseek_v3 "}) {
+    INFO(model);
+    const auto dir = test::temp_dir("moe_ac_modes");
+    std::string expected;
+    for (const char* mode : {"none", "full", "selective", "op"}) {
+      INFO(mode);
+      const std::string ac = std::string(mode) == "op"
+                                 ? "--activation_checkpoint.mode selective "
+                                   "--activation_checkpoint.selective_ac_option op"
+                                 : std::string("--activation_checkpoint.mode ") + mode +
+                                       " --activation_checkpoint.selective_ac_option 2";
+      const auto r = test::run_titan(test::tiny_run(
+          dir + "/" + mode, 4,
+          std::string(model) + ac + " --activation_checkpoint.determinism_check bitwise"));
+      REQUIRE(r.exit_code == 0);
+      // The params checksum folds in the expert biases: their trajectory is in these lines.
+      const auto lines = test::fingerprint_step_lines(dir + "/" + mode + "/fingerprint.log");
+      if (expected.empty()) expected = lines;
+      CHECK(lines == expected);
+    }
+  }
 }
 
 TEST_CASE(

@@ -1,5 +1,7 @@
 #include "models/registry.h"
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <stdexcept>
 
@@ -7,6 +9,7 @@
 #include "deepseek_v3/flavors.h"
 #include "llama3/flavors.h"
 #include "llama3/transformer.h"
+#include "moe/moe.h"
 #include "qwen3/qwen3.h"
 #include "util/error.h"
 
@@ -75,6 +78,14 @@ ModelArgs model_args_for(const Config& config) {
   args.max_seq_len = config.training.seq_len;
   args.dropout = config.model.dropout;
   if (args.moe) {
+    try {
+      moe::check_moe_args(*args.moe);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("model.flavor",
+                        fmt::format("{} {}'s MoE layer cannot route: {}", config.model.name,
+                                    config.model.flavor, e.what()),
+                        "pick another flavor");
+    }
     args.moe->force_load_balance = config.debug.moe_force_load_balance;
     args.moe->bf16_experts = config.debug.moe_bf16_experts;
     // torchtitan v0.2.2 registers its load-balancing hook for deepseek_v3, never for qwen3.

@@ -1,12 +1,45 @@
 #include "moe/moe.h"
 
 #include <ATen/record_function.h>
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "model/recompute_scope.h"
 
 namespace titan::moe {
 
+void check_moe_args(const MoEArgs& a) {
+  const auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (a.score_func != "softmax" && a.score_func != "sigmoid")
+    fail("score_func \"" + a.score_func + "\" is neither softmax nor sigmoid");
+  if (a.num_experts < 1 || a.top_k < 1 || a.top_k > a.num_experts) {
+    fail(fmt::format("top_k {} of {} experts: each token needs 1 to num_experts experts", a.top_k,
+                     a.num_experts));
+  }
+  if (a.num_shared_experts < 0) fail("num_shared_experts is negative");
+  if (!a.num_expert_groups) return;
+  const int64_t groups = *a.num_expert_groups;
+  if (groups < 1 || a.num_experts % groups != 0 || a.num_experts / groups < 2) {
+    fail(fmt::format("num_expert_groups {} does not divide {} experts into groups of 2 or more",
+                     groups, a.num_experts));
+  }
+  const int64_t limited = a.num_limited_groups.value_or(0);
+  if (limited < 1 || limited > groups) {
+    fail(
+        fmt::format("num_limited_groups {} of {} groups: node-limited routing keeps 1 to "
+                    "num_expert_groups of them",
+                    limited, groups));
+  }
+  if (limited * (a.num_experts / groups) < a.top_k) {
+    fail(fmt::format("top_k {} exceeds the {} experts of {} limited groups", a.top_k,
+                     limited * (a.num_experts / groups), limited));
+  }
+}
+
 MoEImpl::MoEImpl(const MoEArgs& args, int64_t dim, int64_t hidden_dim) : args_(args) {
+  check_moe_args(args);
   experts = register_module("experts",
                             GroupedExperts(dim, hidden_dim, args.num_experts, args.bf16_experts));
   router = register_module("router", Router(dim, args));

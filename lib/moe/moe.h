@@ -19,9 +19,16 @@
 
 namespace titan::moe {
 
+// Throws std::invalid_argument naming the field unless `args` describe a layer that can route:
+// a score function torchtitan has, 1 <= top_k <= num_experts, and with node-limited routing
+// groups that divide the experts into groups of at least 2 (torchtitan sums each group's best
+// two), 1 <= num_limited_groups <= num_expert_groups, and top_k experts within those groups.
+void check_moe_args(const MoEArgs& args);
+
 class MoEImpl : public torch::nn::Module {
  public:
-  // Made in torchtitan's order: experts (drawing nothing), router, shared experts.
+  // Made in torchtitan's order: experts (drawing nothing), router, shared experts. Requires
+  // check_moe_args to pass (throws its error otherwise).
   MoEImpl(const MoEArgs& args, int64_t dim, int64_t hidden_dim);
   // x (B, T, D) -> (B, T, D). In training mode, and unless the thread is recomputing a
   // checkpointed block (model/recompute_scope.h), adds the tokens each expert received to
