@@ -118,7 +118,8 @@ Model reference_model(const test::ReferenceState& ref, AcMode ac = AcMode::kNone
 
 TEST_CASE(
     "deepseek_v3: logits, loss, every gradient and the gradient norm match the PyTorch reference "
-    "of torchtitan's model (YaRN on, q projected directly; YaRN off, q through its bottleneck)",
+    "of torchtitan's model (YaRN on with q projected directly, YaRN off with q through its "
+    "bottleneck)",
     "[model][moe][parity]") {
   const std::string which = GENERATE("v3", "v3_lora");
   INFO(which);

@@ -27,7 +27,7 @@ std::string data_file(const std::string& name) { return test::source_dir() + "/t
 
 TEST_CASE(
     "moe run: torchtitan's MoE configs load unchanged and its two debug configs train 3 steps "
-    "from a torchtitan repository layout; expert parallelism is exit 2 naming the key",
+    "from a torchtitan repository layout, and expert parallelism is exit 2 naming the key",
     "[config][torchtitan][moe]") {
   const std::string dir = test::temp_dir("moe_configs");
   fs::create_directories(dir + "/tests/assets/tokenizer");
@@ -229,7 +229,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "moe run: DeepSeek-V3 trains with YaRN and load balancing; its batch-invariant step lines "
+    "moe run: DeepSeek-V3 trains with YaRN and load balancing, and its batch-invariant step lines "
     "are byte-identical on 1 and 2 ranks under FSDP, with full AC checked bitwise",
     "[distributed][moe]") {
   // tiny's original_seq_len is 8: YaRN applies at seq_len 16.
