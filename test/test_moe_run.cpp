@@ -159,6 +159,25 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "moe run: capture, replay and precision attribution execute a step again from the run's "
+    "expert biases, bit for bit",
+    "[moe][capture][precision]") {
+  const auto dir = test::temp_dir("moe_tools");
+  // Step 4 routes with biases three updates have moved.
+  auto run = test::run_titan(test::tiny_run(
+      dir + "/run", 4, std::string(kMoe) + "--debug.capture_steps 4 --debug.precision_steps 4"));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("capture: step 4 in ") &&
+                             !Catch::Contains("did not give the run's loss") &&
+                             Catch::Contains("(re-execution bitwise the run's: yes)"));
+  auto replay = test::run_titan("replay " + dir + "/run/capture/step4");
+  INFO(replay.output);
+  CHECK(replay.exit_code == 0);
+  CHECK_THAT(replay.output, Catch::Contains("bitwise identical: "));
+}
+
+TEST_CASE(
     "moe run: the expert biases are saved with the train state, fingerprinted, and a resume "
     "under full AC is bit-exact",
     "[moe][checkpoint]") {

@@ -165,6 +165,10 @@ PrecisionProbe::KeptState PrecisionProbe::keep_state(const Model& model) const {
   for (const auto& item : model->named_parameters()) {
     kept.params.emplace_back(item.key(), item.value().detach().clone());
   }
+  for (const ExpertLoad& load : model->expert_loads()) {
+    if (load.expert_bias.defined())
+      kept.buffers[load.name + ".expert_bias"] = load.expert_bias.detach().cpu().clone();
+  }
   kept.rng = capture_rng_state();
   return kept;
 }
@@ -181,6 +185,17 @@ PrecisionProbe::Execution PrecisionProbe::execute(int64_t step, const KeptState&
     std::unordered_map<std::string, at::Tensor> kept(before.params.begin(), before.params.end());
     for (auto& item : model->named_parameters()) {
       item.value().set_data(kept.at(item.key()).to(options_.device, dtype, false, true));
+    }
+    // The routing state stays float32, as the run's (torchtitan's expert_bias is a float32
+    // buffer whatever the model's dtype).
+    for (const ExpertLoad& load : model->expert_loads()) {
+      if (!load.expert_bias.defined()) continue;
+      auto it = before.buffers.find(load.name + ".expert_bias");
+      if (it == before.buffers.end()) {
+        throw RuntimeFailure(
+            fmt::format("the kept state of step {} has no {}.expert_bias", step, load.name));
+      }
+      load.expert_bias.copy_(it->second);
     }
   }
   Execution e;

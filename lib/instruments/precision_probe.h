@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -53,6 +54,9 @@ class PrecisionProbe : public Instrument {
   // The state a precision step starts from: the parameters (copied) and the RNG.
   struct KeptState {
     std::vector<std::pair<std::string, at::Tensor>> params;
+    // The model's state besides its parameters that the step depends on (TrainState's
+    // model_buffers: each MoE layer's expert bias, by name).
+    std::map<std::string, at::Tensor> buffers;
     RngState rng;
   };
   KeptState keep_state(const Model& model) const;

@@ -97,6 +97,7 @@ PrecisionProbe::KeptState captured_state(const std::string& capture, int64_t ste
                          "replay the capture with the model it was made with (model.flavor)");
   PrecisionProbe::KeptState kept;
   for (const auto& t : contents.model) kept.params.emplace_back(t.name, t.tensor.to(at::kFloat));
+  kept.buffers = contents.state.model_buffers;
   kept.rng = contents.state.rng;
   return kept;
 }
