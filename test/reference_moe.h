@@ -1,7 +1,7 @@
-// What the MoE parity tests share (test_moe.cpp, test_deepseek_v3.cpp): the router of a
-// reference file (qwen3_moe_reference.py, deepseek_v3_reference.py write them), its weights
-// copied into a titan-train model, and the checks of one forward and backward and of ten AdamW
-// steps with the expert biases they leave.
+// What the parity tests share (test_qwen3.cpp, test_moe.cpp, test_deepseek_v3.cpp): a reference
+// file's weights copied into a titan-train model, the check of one forward and backward, and for
+// the MoE references (qwen3_moe_reference.py, deepseek_v3_reference.py) the router they describe
+// and ten AdamW steps with the expert biases they leave.
 #pragma once
 
 #include <string>

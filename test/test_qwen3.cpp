@@ -13,6 +13,7 @@
 #include "config/model_catalog.h"
 #include "models/registry.h"
 #include "qwen3/qwen3.h"
+#include "reference_moe.h"
 #include "reference_state.h"
 #include "reference_steps.h"
 #include "test_util.h"
@@ -172,25 +173,8 @@ Model qwen3_reference_model(const test::ReferenceState& ref, AcMode ac = AcMode:
   args.rope_theta = ref.number("rope_theta");
   args.tie_embeddings = ref.number("tie_embeddings") != 0;
   args.max_seq_len = static_cast<int64_t>(ref.number("seq_len"));
-  Model model = build_model(args);
-  {
-    torch::NoGradGuard no_grad;
-    size_t in_file = 0;
-    for (const auto& name : ref.order) in_file += name.rfind("param/", 0) == 0;
-    const auto named = model->named_parameters();
-    REQUIRE(named.size() == in_file);  // the tied output is no parameter of its own
-    for (auto& p : named) {
-      INFO(p.key());
-      const at::Tensor& weight = ref.tensor("param/" + p.key());
-      REQUIRE(weight.sizes() == p.value().sizes());
-      p.value().copy_(weight);
-    }
-  }
-  ActivationCheckpointConfig checkpointing;
-  checkpointing.mode = ac;
-  checkpointing.determinism_check = RecomputeCheck::kBitwise;
-  ac::apply_activation_checkpointing(model, checkpointing);
-  return model;
+  // The tied output is no parameter of its own: the file holds as many as the module.
+  return test::with_reference_weights(build_model(args), ref, ac);
 }
 
 }  // namespace
@@ -200,26 +184,7 @@ TEST_CASE(
     "(tied, head_dim 32 beside dim / n_heads 16)",
     "[model][parity]") {
   const test::ReferenceState& ref = qwen3_reference();
-  Model model = qwen3_reference_model(ref);
-  // max |got - want| relative to max |want|: float32 with other kernels and summation orders
-  const auto relative = [](const at::Tensor& got, const at::Tensor& want) {
-    return (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() /
-           std::max(want.abs().max().item<double>(), 1e-30);
-  };
-  const at::Tensor logits = model->forward(ref.tensor("inputs"));
-  const at::Tensor loss =
-      at::cross_entropy_loss(logits.flatten(0, 1), ref.tensor("targets").flatten(0, 1));
-  loss.backward();
-  CHECK(relative(logits.detach(), ref.tensor("logits")) <= 1e-5);
-  CHECK(std::abs(loss.item<double>() / ref.tensor("loss").item<double>() - 1) <= 1e-5);
-  double squares = 0;
-  for (const auto& p : model->named_parameters()) {
-    INFO(p.key());
-    const at::Tensor grad = p.value().grad();
-    CHECK(relative(grad, ref.tensor("grad/" + p.key())) <= 1e-5);
-    squares += grad.to(at::kDouble).square().sum().item<double>();
-  }
-  CHECK(std::abs(std::sqrt(squares) / ref.tensor("grad_norm").item<double>() - 1) <= 1e-4);
+  test::check_reference_gradients(ref, qwen3_reference_model(ref));
 }
 
 TEST_CASE(

@@ -80,12 +80,7 @@ std::vector<at::Tensor> DeepSeekV3Impl::unit_parameters(ParamUnit unit, int64_t 
 }
 
 std::vector<ExpertLoad> DeepSeekV3Impl::expert_loads() const {
-  std::vector<ExpertLoad> out;
-  for (size_t i = 0; i < layers->size(); ++i) {
-    const auto& block = layers->ptr<BlockImpl>(i);
-    if (block->moe) out.push_back(block->moe->load("layers." + std::to_string(i) + ".moe"));
-  }
-  return out;
+  return moe::expert_loads_of(layers);
 }
 
 void DeepSeekV3Impl::init_weights(const StartingValues& keep) {

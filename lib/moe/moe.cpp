@@ -125,3 +125,18 @@ ExpertLoad MoEImpl::load(const std::string& name) const {
 }
 
 }  // namespace titan::moe
+
+namespace titan::moe {
+
+std::vector<ExpertLoad> expert_loads_of(const torch::nn::ModuleList& blocks) {
+  std::vector<ExpertLoad> out;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    for (const auto& child : blocks->ptr(i)->named_children()) {
+      if (child.key() != "moe") continue;
+      out.push_back(child.value()->as<MoE>()->load("layers." + std::to_string(i) + ".moe"));
+    }
+  }
+  return out;
+}
+
+}  // namespace titan::moe

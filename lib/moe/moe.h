@@ -7,9 +7,11 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
 #include <string>
+#include <vector>
 
 #include "model/layers.h"
 #include "model/model.h"
@@ -53,5 +55,9 @@ class MoEImpl : public torch::nn::Module {
   MoEArgs args_;
 };
 TORCH_MODULE(MoE);
+
+// The routing state of the MoE layers among `blocks` (each block's child module "moe", as
+// torchtitan names it), in block order, named "layers.<i>.moe".
+std::vector<ExpertLoad> expert_loads_of(const torch::nn::ModuleList& blocks);
 
 }  // namespace titan::moe

@@ -219,14 +219,7 @@ std::vector<at::Tensor> Qwen3Impl::unit_parameters(ParamUnit unit, int64_t layer
   return head;
 }
 
-std::vector<ExpertLoad> Qwen3Impl::expert_loads() const {
-  std::vector<ExpertLoad> out;
-  for (size_t i = 0; i < layers->size(); ++i) {
-    const auto& block = layers->ptr<BlockImpl>(i);
-    if (block->moe) out.push_back(block->moe->load("layers." + std::to_string(i) + ".moe"));
-  }
-  return out;
-}
+std::vector<ExpertLoad> Qwen3Impl::expert_loads() const { return moe::expert_loads_of(layers); }
 
 void Qwen3Impl::init_weights(const StartingValues& keep) {
   torch::NoGradGuard no_grad;

@@ -25,16 +25,13 @@ Weights: normal draws under manual_seed(1337), every RMSNorm weight 1 + 0.1 rand
 How to regenerate: scripts/reference/generate.sh. The file format is
 llama_reference.py's (version 1), records as qwen3_moe_reference.py's.
 """
-import argparse
 import math
-import struct
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llama_reference import MAGIC, VERSION, loss_fn, read_file, record, train_steps
-from qwen3_moe_reference import MoE
+from qwen3_moe_reference import MoE, MoEModel, main
 from qwen3_reference import FeedForward
 
 COMMON = dict(dim=64, n_layers=2, n_dense_layers=1, n_heads=4, hidden_dim=96, vocab_size=300,
@@ -53,7 +50,6 @@ CASES = {
                     score_func="sigmoid", route_norm=1, route_scale=2.5, num_shared_experts=1,
                     num_expert_groups=4, num_limited_groups=2),
 }
-DATA_SEED = 7
 
 
 class RMSNorm(nn.Module):  # nn.RMSNorm's formula (PyTorch >= 2.4 has the module)
@@ -150,7 +146,7 @@ class Block(nn.Module):
         return x + ffn(self.ffn_norm(x))
 
 
-class DeepSeekV3(nn.Module):
+class DeepSeekV3(MoEModel):
     def __init__(self, c):
         super().__init__()
         self.c = c
@@ -166,75 +162,6 @@ class DeepSeekV3(nn.Module):
             h = layer(h, self.freqs_cis)
         return self.output(self.norm(h))
 
-    def moe_layers(self):
-        return [(i, b.moe) for i, b in enumerate(self.layers) if hasattr(b, "moe")]
-
-    def update_expert_bias(self):  # torchtitan's _update_expert_bias, one process, no AC
-        counts = torch.vstack([m.tokens_per_expert for _, m in self.moe_layers()])
-        with torch.no_grad():
-            for k, (_, moe) in enumerate(self.moe_layers()):
-                t = counts[k].float()
-                delta = self.c["load_balance_coeff"] * torch.sign(t.mean() - t)
-                moe.expert_bias.add_(delta - delta.mean())
-                moe.tokens_per_expert.zero_()
-
-
-def generate(case, out):
-    c = CASES[case]
-    torch.manual_seed(c["seed"])
-    model = DeepSeekV3(c)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, 0.02 if "tok_embeddings" not in name else 0.2)
-    g = torch.Generator().manual_seed(DATA_SEED)
-    tokens = torch.randint(0, c["vocab_size"], (c["batch_size"], c["seq_len"] + 1), generator=g)
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    logits = model(inputs)
-    loss = loss_fn(logits, targets)
-    loss.backward()
-    named = list(model.named_parameters())
-    init_state = {n: p.detach().clone() for n, p in named}
-    grads = {n: p.grad.clone() for n, p in named}
-    norm = torch.sqrt(sum(p.grad.double().pow(2).sum() for _, p in named)).float()
-    print("loss %r  grad_norm %r" % (loss.item(), norm.item()))
-    for _, moe in model.moe_layers():
-        moe.tokens_per_expert.zero_()
-    steps = train_steps(model, [p for _, p in named], inputs, targets, c,
-                        model.update_expert_bias)
-    config = dict(c, case=case, torch_version=torch.__version__)
-    text = "".join("%s=%s\n" % (k, v if isinstance(v, str) else repr(v)) for k, v in config.items())
-    recs = [record("config", text), record("inputs", inputs), record("targets", targets)]
-    recs += [record("param/" + n, init_state[n]) for n, _ in named]
-    recs += [record("logits", logits.float()), record("loss", loss.float())]
-    recs += [record("grad/" + n, grads[n]) for n, _ in named]
-    recs += [record("grad_norm", norm)]
-    recs += [record(n, torch.tensor(v, dtype=torch.float32))
-             for n, v in zip(("step_losses", "step_grad_norms", "step_lrs"), steps)]
-    recs += [record("final/layers.%d.moe.expert_bias" % i, m.expert_bias)
-             for i, m in model.moe_layers()]
-    with open(out, "wb") as f:
-        f.write(MAGIC + struct.pack("<II", VERSION, len(recs)) + b"".join(recs))
-    print("wrote %s (%d records)" % (out, len(recs)))
-
-
-def check(case, path):
-    recs = read_file(path)
-    model = DeepSeekV3(CASES[case])
-    model.load_state_dict({n[6:]: t for n, t in recs.items() if n.startswith("param/")},
-                          strict=False)
-    with torch.no_grad():
-        assert torch.equal(model(recs["inputs"]), recs["logits"]), "stored logits differ"
-    print("check OK: %d records, logits match the model's" % len(recs))
-
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=sorted(CASES), required=True)
-    ap.add_argument("--out", required=True, help="write the reference file here")
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # deterministic, byte-identical output
-    generate(args.case, args.out)
-    check(args.case, args.out)
+    main(__doc__.splitlines()[0], CASES, DeepSeekV3)

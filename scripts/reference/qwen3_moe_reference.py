@@ -28,14 +28,14 @@ param/<name> (named_parameters() order), logits, loss, grad/<name>, grad_norm,
 step_losses, step_grad_norms, step_lrs, final/<layer>.moe.expert_bias.
 """
 import argparse
-import struct
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llama_reference import MAGIC, VERSION, RMSNorm, loss_fn, read_file, record, train_steps
-from qwen3_reference import Attention, FeedForward, rope_cache
+from llama_reference import RMSNorm, record
+from qwen3_reference import (Attention, FeedForward, check_reference, rope_cache,
+                             write_reference)
 
 COMMON = dict(dim=64, n_heads=4, n_kv_heads=2, head_dim=32, hidden_dim=96, vocab_size=300,
               norm_eps=1e-6, rope_theta=1000000.0, tie_embeddings=0, seq_len=32, batch_size=2,
@@ -52,7 +52,6 @@ CASES = {
                    gate_bias=1, num_expert_groups=4, num_limited_groups=2,
                    update_expert_bias=1),
 }
-DATA_SEED = 7
 
 
 class Router(nn.Module):
@@ -141,6 +140,31 @@ class MoE(nn.Module):
         return (out + experts_out).reshape(bs, slen, dim)
 
 
+class MoEModel(nn.Module):
+    """A model whose blocks may hold an MoE layer (`moe`): their load balancing."""
+
+    def moe_layers(self):
+        return [(i, b.moe) for i, b in enumerate(self.layers) if hasattr(b, "moe")]
+
+    def update_expert_bias(self):  # torchtitan's _update_expert_bias, one process, no AC
+        counts = torch.vstack([m.tokens_per_expert for _, m in self.moe_layers()])
+        with torch.no_grad():
+            for k, (_, moe) in enumerate(self.moe_layers()):
+                t = counts[k].float()
+                delta = self.c["load_balance_coeff"] * torch.sign(t.mean() - t)
+                moe.expert_bias.add_(delta - delta.mean())
+                moe.tokens_per_expert.zero_()
+
+    def zero_counts(self):
+        for _, moe in self.moe_layers():
+            moe.tokens_per_expert.zero_()
+
+    def balance(self):  # the optimizer pre-hook: update the biases where the case does
+        if self.c["update_expert_bias"]:
+            self.update_expert_bias()
+        self.zero_counts()
+
+
 class Block(nn.Module):
     def __init__(self, c, layer):
         super().__init__()
@@ -158,7 +182,7 @@ class Block(nn.Module):
         return h + ffn(self.ffn_norm(h))
 
 
-class Qwen3MoE(nn.Module):
+class Qwen3MoE(MoEModel):
     def __init__(self, c):
         super().__init__()
         self.c = c
@@ -175,81 +199,27 @@ class Qwen3MoE(nn.Module):
             h = layer(h, self.cache)
         return self.output(self.norm(h))
 
-    def moe_layers(self):
-        return [(i, b.moe) for i, b in enumerate(self.layers) if hasattr(b, "moe")]
 
-    def update_expert_bias(self):  # torchtitan's _update_expert_bias, one process, no AC
-        counts = torch.vstack([m.tokens_per_expert for _, m in self.moe_layers()])
-        with torch.no_grad():
-            for k, (_, moe) in enumerate(self.moe_layers()):
-                t = counts[k].float()
-                delta = self.c["load_balance_coeff"] * torch.sign(t.mean() - t)
-                moe.expert_bias.add_(delta - delta.mean())
-                moe.tokens_per_expert.zero_()
+def final_biases(model):
+    return [record("final/layers.%d.moe.expert_bias" % i, m.expert_bias)
+            for i, m in model.moe_layers()]
 
 
-def generate(case, out):
-    c = CASES[case]
-    torch.manual_seed(c["seed"])
-    model = Qwen3MoE(c)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, 0.02 if "tok_embeddings" not in name else 0.2)
-    g = torch.Generator().manual_seed(DATA_SEED)
-    tokens = torch.randint(0, c["vocab_size"], (c["batch_size"], c["seq_len"] + 1), generator=g)
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    logits = model(inputs)
-    loss = loss_fn(logits, targets)
-    loss.backward()
-    named = list(model.named_parameters())
-    init_state = {n: p.detach().clone() for n, p in named}
-    grads = {n: p.grad.clone() for n, p in named}
-    norm = torch.sqrt(sum(p.grad.double().pow(2).sum() for _, p in named)).float()
-    print("loss %r  grad_norm %r" % (loss.item(), norm.item()))
-
-    def before_update():
-        if c["update_expert_bias"]:
-            model.update_expert_bias()
-        for _, moe in model.moe_layers():
-            moe.tokens_per_expert.zero_()
-
-    for _, moe in model.moe_layers():
-        moe.tokens_per_expert.zero_()
-    steps = train_steps(model, [p for _, p in named], inputs, targets, c, before_update)
-    config = dict(c, case=case, torch_version=torch.__version__)
-    text = "".join("%s=%s\n" % (k, v if isinstance(v, str) else repr(v)) for k, v in config.items())
-    recs = [record("config", text), record("inputs", inputs), record("targets", targets)]
-    recs += [record("param/" + n, init_state[n]) for n, _ in named]
-    recs += [record("logits", logits.float()), record("loss", loss.float())]
-    recs += [record("grad/" + n, grads[n]) for n, _ in named]
-    recs += [record("grad_norm", norm)]
-    recs += [record(n, torch.tensor(v, dtype=torch.float32))
-             for n, v in zip(("step_losses", "step_grad_norms", "step_lrs"), steps)]
-    recs += [record("final/layers.%d.moe.expert_bias" % i, m.expert_bias)
-             for i, m in model.moe_layers()]
-    with open(out, "wb") as f:
-        f.write(MAGIC + struct.pack("<II", VERSION, len(recs)) + b"".join(recs))
-    print("wrote %s (%d records)" % (out, len(recs)))
+def generate_case(build, cases, case, out):
+    """The reference file of cases[case]: load balancing before each step, the final biases."""
+    c = dict(cases[case], case=case)
+    write_reference(build, c, out, MoEModel.balance, final_biases, MoEModel.zero_counts)
 
 
-def check(case, path):
-    recs = read_file(path)
-    model = Qwen3MoE(CASES[case])
-    params = {n[6:]: t for n, t in recs.items() if n.startswith("param/")}
-    model.load_state_dict(params, strict=False)
-    with torch.no_grad():
-        assert torch.equal(model(recs["inputs"]), recs["logits"]), "stored logits differ"
-    print("check OK: %d records, logits match the model's" % len(recs))
-
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=sorted(CASES), required=True)
+def main(description, cases, build):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--case", choices=sorted(cases), required=True)
     ap.add_argument("--out", required=True, help="write the reference file here")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic, byte-identical output
-    generate(args.case, args.out)
-    check(args.case, args.out)
+    generate_case(build, cases, args.case, args.out)
+    check_reference(build, dict(cases[args.case], case=args.case), args.out, strict=False)
+
+
+if __name__ == "__main__":
+    main(__doc__.splitlines()[0], CASES, Qwen3MoE)

@@ -121,10 +121,14 @@ class Qwen3(nn.Module):
         return F.linear(self.norm(h), self.tok_embeddings.weight)
 
 
-def generate(out):
-    c = CFG
+def write_reference(build, c, out, before_update=None, final_records=lambda model: [],
+                    before_steps=None):
+    """Builds build(c) under manual_seed(c["seed"]), draws its weights (every RMSNorm weight
+    1 + 0.1 randn, the embedding std 0.2, the rest std 0.02) and the batch, and writes the
+    reference file: one forward and backward, then (after before_steps(model)) c["steps"] AdamW
+    steps (before_update(model) before each optimizer step), then final_records(model)."""
     torch.manual_seed(c["seed"])
-    model = Qwen3(c)
+    model = build(c)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -142,7 +146,10 @@ def generate(out):
     grads = {n: p.grad.clone() for n, p in named}
     norm = torch.sqrt(sum(p.grad.double().pow(2).sum() for _, p in named)).float()
     print("loss %r  grad_norm %r" % (loss.item(), norm.item()))
-    steps = train_steps(model, [p for _, p in named], inputs, targets, c)
+    if before_steps is not None:
+        before_steps(model)
+    steps = train_steps(model, [p for _, p in named], inputs, targets, c,
+                        before_update and (lambda: before_update(model)))
     config = dict(c, torch_version=torch.__version__)
     text = "".join("%s=%s\n" % (k, v if isinstance(v, str) else repr(v)) for k, v in config.items())
     recs = [record("config", text), record("inputs", inputs), record("targets", targets)]
@@ -152,18 +159,29 @@ def generate(out):
     recs += [record("grad_norm", norm)]
     recs += [record(n, torch.tensor(v, dtype=torch.float32))
              for n, v in zip(("step_losses", "step_grad_norms", "step_lrs"), steps)]
+    recs += final_records(model)
     with open(out, "wb") as f:
         f.write(MAGIC + struct.pack("<II", VERSION, len(recs)) + b"".join(recs))
     print("wrote %s (%d records)" % (out, len(recs)))
 
 
-def check(path):
+def check_reference(build, c, path, strict=True):
+    """Parses the file back and checks that build(c) with its weights gives its logits."""
     recs = read_file(path)
-    model = Qwen3(CFG)
-    model.load_state_dict({n[6:]: t for n, t in recs.items() if n.startswith("param/")})
+    model = build(c)
+    model.load_state_dict({n[6:]: t for n, t in recs.items() if n.startswith("param/")},
+                          strict=strict)
     with torch.no_grad():
         assert torch.equal(model(recs["inputs"]), recs["logits"]), "stored logits differ"
     print("check OK: %d records, logits match the model's" % len(recs))
+
+
+def generate(out):
+    write_reference(Qwen3, CFG, out)
+
+
+def check(path):
+    check_reference(Qwen3, CFG, path)
 
 
 if __name__ == "__main__":
